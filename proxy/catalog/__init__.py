@@ -1,0 +1,67 @@
+"""The embedded Iceberg REST catalog: icegov's default backing catalog, over pyiceberg SqlCatalog.
+
+It is a real REST catalog in its own right (``icegov catalog`` serves it alone); the proxy reaches
+it through the same forwarding path as a remote catalog, in-process via httpx's ASGITransport.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyiceberg.catalog.sql import SqlCatalog
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse, Response
+
+from proxy.catalog.namespaces import NamespaceHandlers
+from proxy.catalog.store import open_catalog
+from proxy.catalog.tables import TableHandlers
+from proxy.dispatch import Handler, IcebergDispatcher, iceberg_app
+from proxy.errors import NotSupported
+from proxy.inbound import InboundRequest
+from proxy.routes import ENDPOINTS, RouteTable
+from proxy.settings import Settings
+
+
+@dataclass
+class EmbeddedCatalog:
+    """The embedded catalog: its ASGI app and the SqlCatalog behind it."""
+
+    catalog: SqlCatalog
+    app: Starlette
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> EmbeddedCatalog:
+        catalog = open_catalog(settings.embedded_db_uri(), settings.warehouse)
+        return cls(catalog, create_catalog_app(catalog, settings.max_body_bytes))
+
+    async def aclose(self) -> None:
+        self.catalog.engine.dispose()
+
+
+def catalog_handlers(catalog: SqlCatalog) -> dict[str, Handler]:
+    """Handlers by endpoint name for everything the embedded catalog implements."""
+    namespaces = NamespaceHandlers(catalog)
+    tables = TableHandlers(catalog)
+    handlers: dict[str, Handler] = {
+        endpoint.name: getattr(group, endpoint.name)
+        for group in (namespaces, tables)
+        for endpoint in ENDPOINTS if hasattr(group, endpoint.name)
+    }
+    implemented = sorted(e.spec for e in ENDPOINTS if e.name in handlers or e.name == "get_config")
+
+    async def get_config(_: InboundRequest) -> Response:
+        return JSONResponse({"defaults": {}, "overrides": {}, "endpoints": implemented})
+
+    handlers["get_config"] = get_config
+    return handlers
+
+
+def create_catalog_app(catalog: SqlCatalog, max_body_bytes: int) -> Starlette:
+    """The embedded catalog as an ASGI app; endpoints it does not implement answer 501."""
+    dispatcher = IcebergDispatcher(
+        RouteTable(), catalog_handlers(catalog), _not_supported, max_body_bytes)
+    return iceberg_app(dispatcher)
+
+
+async def _not_supported(inbound: InboundRequest) -> Response:
+    raise NotSupported(f"the embedded catalog does not implement {inbound.route.endpoint.spec}")

@@ -1,0 +1,56 @@
+"""Translation of pyiceberg's catalog exceptions into icegov's ErrorModel exceptions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import pydantic
+from pyiceberg import exceptions as pyi
+from starlette.concurrency import run_in_threadpool
+
+from proxy import errors
+
+T = TypeVar("T")
+
+_TRANSLATION: tuple[tuple[type[Exception], type[errors.IcebergError]], ...] = (
+    (pyi.NoSuchNamespaceError, errors.NoSuchNamespace),
+    (pyi.NoSuchTableError, errors.NoSuchTable),
+    (pyi.NamespaceAlreadyExistsError, errors.AlreadyExists),
+    (pyi.TableAlreadyExistsError, errors.AlreadyExists),
+    (pyi.NamespaceNotEmptyError, errors.NamespaceNotEmpty),
+    (pyi.CommitFailedException, errors.CommitFailed),
+    (pyi.ValidationError, errors.BadRequest),
+    (pydantic.ValidationError, errors.BadRequest),
+    (NotImplementedError, errors.NotSupported),
+    (ValueError, errors.BadRequest),
+    (KeyError, errors.BadRequest),
+    (TypeError, errors.BadRequest),
+)
+
+
+def translate(exc: Exception) -> errors.IcebergError | None:
+    """The ErrorModel exception for a catalog exception, or None if it is unexpected."""
+    if isinstance(exc, errors.IcebergError):
+        return exc
+    for source, target in _TRANSLATION:
+        if isinstance(exc, source):
+            return target(_message(exc))
+    return None
+
+
+async def run_catalog(fn: Callable[..., T], *args: object) -> T:
+    """Run a blocking catalog call off the event loop, translating its exceptions."""
+    try:
+        return await run_in_threadpool(fn, *args)
+    except Exception as exc:
+        translated = translate(exc)
+        if translated is None:
+            raise
+        raise translated from exc
+
+
+def _message(exc: Exception) -> str:
+    if isinstance(exc, KeyError):
+        return f"missing field {exc}"
+    return str(exc) or type(exc).__name__

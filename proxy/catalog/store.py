@@ -1,0 +1,140 @@
+"""The embedded catalog's storage: pyiceberg's SqlCatalog plus what its public API lacks.
+
+SqlCatalog keeps one row per table pointing at the current metadata file. Two things are added
+here: reading a table's current metadata file as raw bytes (loadTable without re-serialising), and
+committing changes to several tables atomically in one SQL transaction (each row is swapped only
+if it still points at the metadata the change was validated against).
+"""
+
+from __future__ import annotations
+
+import gzip
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.table import CommitTableResponse, Table
+from pyiceberg.table.update import AssertCreate, TableRequirement, TableUpdate
+from pyiceberg.typedef import Identifier
+from sqlalchemy import insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+CATALOG_NAME = "icegov"
+
+
+@dataclass(frozen=True)
+class TableChange:
+    """Requirements and updates for one table, parsed from a commit request."""
+
+    identifier: Identifier
+    requirements: tuple[TableRequirement, ...]
+    updates: tuple[TableUpdate, ...]
+
+    @property
+    def creates(self) -> bool:
+        """True for the create-transaction form (``assert-create``)."""
+        return any(isinstance(r, AssertCreate) for r in self.requirements)
+
+
+def open_catalog(db_uri: str, warehouse: Path) -> SqlCatalog:
+    """The SqlCatalog behind the embedded REST catalog, creating its tables if needed."""
+    warehouse.mkdir(parents=True, exist_ok=True)
+    return SqlCatalog(CATALOG_NAME, uri=db_uri, warehouse=warehouse.resolve().as_uri())
+
+
+def metadata_location(catalog: SqlCatalog, identifier: Identifier) -> str:
+    """Where the table's current metadata file is; NoSuchTableError if there is no table."""
+    namespace = Catalog.namespace_to_string(Catalog.namespace_from(identifier))
+    stmt = select(IcebergTables.metadata_location).where(
+        IcebergTables.catalog_name == catalog.name,
+        IcebergTables.table_namespace == namespace,
+        IcebergTables.table_name == Catalog.table_name_from(identifier),
+    )
+    with Session(catalog.engine) as session:
+        location = session.execute(stmt).scalar_one_or_none()
+    if location is None:
+        raise NoSuchTableError(f"Table does not exist: {'.'.join(identifier)}")
+    return str(location)
+
+
+def read_metadata_bytes(catalog: SqlCatalog, location: str) -> bytes:
+    """The metadata file's JSON, exactly as stored (gunzipped if it was written compressed)."""
+    io = catalog._load_file_io(location=location)
+    with io.new_input(location).open() as stream:
+        raw: bytes = stream.read()
+    return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+
+
+def commit_atomically(catalog: SqlCatalog, changes: list[TableChange]) -> list[CommitTableResponse]:
+    """Apply every change or none: validate all, write new metadata, swap all rows in one txn."""
+    staged = [_stage(catalog, change) for change in changes]
+    written = [s for s in staged if s.changed]
+    for s in written:
+        catalog._write_metadata(s.new.metadata, s.new.io, s.new.metadata_location)
+    try:
+        with Session(catalog.engine) as session:
+            for s in written:
+                _swap_row(catalog, session, s)
+            session.commit()
+    except (CommitFailedException, TableAlreadyExistsError):
+        for s in written:
+            s.new.io.delete(s.new.metadata_location)
+        raise
+    return [s.response() for s in staged]
+
+
+@dataclass
+class _Staged:
+    change: TableChange
+    current_location: str | None
+    new: Table
+    changed: bool
+
+    def response(self) -> CommitTableResponse:
+        return CommitTableResponse(
+            metadata=self.new.metadata, metadata_location=self.new.metadata_location)
+
+
+def _stage(catalog: SqlCatalog, change: TableChange) -> _Staged:
+    try:
+        current = catalog.load_table(change.identifier)
+    except NoSuchTableError:
+        if not change.creates:
+            raise
+        current = None
+    staged = catalog._update_and_stage_table(current, change.identifier, change.requirements,
+                                             change.updates)
+    if current is not None and staged.metadata == current.metadata:
+        return _Staged(change, current.metadata_location, current, changed=False)
+    location = current.metadata_location if current is not None else None
+    return _Staged(change, location, staged, changed=True)
+
+
+def _swap_row(catalog: SqlCatalog, session: Session, staged: _Staged) -> None:
+    identifier = staged.change.identifier
+    namespace = Catalog.namespace_to_string(Catalog.namespace_from(identifier))
+    name = Catalog.table_name_from(identifier)
+    new_location = staged.new.metadata_location
+    if staged.current_location is None:
+        try:
+            with session.begin_nested():
+                session.execute(insert(IcebergTables).values(
+                    **catalog._create_table_row(namespace, name, new_location)))
+        except IntegrityError as exc:
+            raise TableAlreadyExistsError(f"Table {namespace}.{name} already exists") from exc
+        return
+    result = session.execute(
+        update(IcebergTables)
+        .where(
+            IcebergTables.catalog_name == catalog.name,
+            IcebergTables.table_namespace == namespace,
+            IcebergTables.table_name == name,
+            IcebergTables.metadata_location == staged.current_location,
+        )
+        .values(metadata_location=new_location, previous_metadata_location=staged.current_location)
+    )
+    if result.rowcount < 1:  # type: ignore[attr-defined]
+        raise CommitFailedException(f"Table has been updated by another process: {namespace}.{name}")

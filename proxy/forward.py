@@ -1,0 +1,129 @@
+"""The one forwarding path to the backing catalog.
+
+Requests go out through one pooled httpx transport (a real network pool for a remote catalog, an
+in-process ``ASGITransport`` for the embedded one). The transport is used directly, below httpx's
+client layer, so no cookie jar is shared between callers, redirects are never followed and the
+environment's proxy settings are ignored. The raw path and query string go out byte for byte;
+responses stream back unchanged apart from hop-by-hop headers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+from starlette.background import BackgroundTask
+from starlette.responses import StreamingResponse
+
+from proxy.backing_auth import BackingAuth
+from proxy.errors import (
+    BackingTimeout,
+    BackingUnavailable,
+    CommitStateUnknown,
+    CommitTimeout,
+)
+from proxy.inbound import InboundRequest
+
+HOP_BY_HOP = frozenset({
+    b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
+    b"trailer", b"transfer-encoding", b"upgrade", b"host", b"content-length",
+})
+
+
+class Forwarder:
+    """Sends inbound requests to the backing catalog and streams the answers back."""
+
+    def __init__(
+        self, transport: httpx.AsyncBaseTransport, base_url: str, auth: BackingAuth,
+        timeout: httpx.Timeout,
+    ) -> None:
+        self._transport = transport
+        self._base = httpx.URL(base_url)
+        self._base_path = self._base.raw_path.split(b"?")[0].rstrip(b"/")
+        self._auth = auth
+        self._timeout_extension = {"timeout": timeout.as_dict()}
+
+    async def send(self, inbound: InboundRequest) -> httpx.Response:
+        """Send the request upstream; the caller must close the returned (streaming) response."""
+        request = await self._build(
+            inbound.method, inbound.raw_path, inbound.query_string, inbound.headers, inbound.body)
+        commit = inbound.route.endpoint.commit
+        try:
+            response = await self._transport.handle_async_request(request)
+        except httpx.TimeoutException as exc:
+            raise (CommitTimeout if commit else BackingTimeout)(_describe(exc)) from exc
+        except httpx.TransportError as exc:
+            raise (CommitStateUnknown if commit else BackingUnavailable)(_describe(exc)) from exc
+        if response.status_code == 401:
+            self._auth.invalidate()
+        return response
+
+    async def forward(self, inbound: InboundRequest) -> StreamingResponse:
+        """Forward the request and stream the backing catalog's answer back unchanged."""
+        response = await self.send(inbound)
+        streamed = StreamingResponse(
+            _stream(response), status_code=response.status_code,
+            background=BackgroundTask(response.aclose),
+        )
+        streamed.raw_headers = _response_headers(response)
+        return streamed
+
+    async def fetch(
+        self, raw_path: bytes, query_string: bytes, caller_headers: tuple[tuple[bytes, bytes], ...]
+    ) -> httpx.Response:
+        """A read-only GET of a backing path with the caller's headers, body read in full."""
+        request = await self._build("GET", raw_path, query_string, caller_headers, b"")
+        try:
+            response = await self._transport.handle_async_request(request)
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+        except httpx.TimeoutException as exc:
+            raise BackingTimeout(_describe(exc)) from exc
+        except httpx.TransportError as exc:
+            raise BackingUnavailable(_describe(exc)) from exc
+        return response
+
+    async def _build(
+        self, method: str, raw_path: bytes, query: bytes,
+        caller_headers: tuple[tuple[bytes, bytes], ...], body: bytes,
+    ) -> httpx.Request:
+        target = self._base_path + raw_path + (b"?" + query if query else b"")
+        return httpx.Request(
+            method, self._base.copy_with(raw_path=target), headers=await self._headers(caller_headers),
+            content=body, extensions=self._timeout_extension,
+        )
+
+    async def _headers(
+        self, caller_headers: tuple[tuple[bytes, bytes], ...]
+    ) -> list[tuple[bytes, bytes]]:
+        own = await self._auth.authorization()
+        drop_auth = own is not None or self._auth.replaces_caller_credentials
+        headers = [
+            (k, v) for k, v in caller_headers
+            if k.lower() not in HOP_BY_HOP and not (drop_auth and k.lower() == b"authorization")
+        ]
+        if own is not None:
+            headers.append((b"authorization", own.encode("latin-1")))
+        return headers
+
+
+async def _stream(response: httpx.Response) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in response.aiter_raw():
+            yield chunk
+    finally:
+        await response.aclose()
+
+
+def _response_headers(response: httpx.Response) -> list[tuple[bytes, bytes]]:
+    """Upstream headers minus hop-by-hop ones; Content-Length stays (the bytes are unchanged)."""
+    return [
+        (k.lower(), v) for k, v in response.headers.raw
+        if k.lower() not in HOP_BY_HOP or k.lower() == b"content-length"
+    ]
+
+
+def _describe(exc: Exception) -> str:
+    return f"backing catalog did not answer: {type(exc).__name__}: {exc}".rstrip(": ")

@@ -1,0 +1,48 @@
+"""Endpoints icegov answers itself: health, readiness and the catalog config."""
+
+from __future__ import annotations
+
+import json
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from proxy.errors import BackingUnavailable, IcebergError
+from proxy.forward import Forwarder
+from proxy.inbound import InboundRequest
+
+CONFIG_PATH = b"/v1/config"
+
+
+async def healthz(_: Request) -> JSONResponse:
+    """The process is up."""
+    return JSONResponse({"status": "ok"})
+
+
+class BackingHandlers:
+    """Handlers that need the backing catalog: readiness and ``GET /v1/config``."""
+
+    def __init__(self, forwarder: Forwarder) -> None:
+        self._forwarder = forwarder
+
+    async def readyz(self, _: Request) -> JSONResponse:
+        """Ready when the backing catalog answers its config endpoint without a server error."""
+        try:
+            response = await self._forwarder.fetch(CONFIG_PATH, b"", ())
+        except IcebergError as exc:
+            raise BackingUnavailable(f"backing catalog not reachable: {exc.message}") from exc
+        if response.status_code >= 500:
+            raise BackingUnavailable(f"backing catalog answered {response.status_code}")
+        return JSONResponse({"status": "ready", "backing_status": response.status_code})
+
+    async def config(self, inbound: InboundRequest) -> Response:
+        """The backing catalog's config, as the base that icegov's own additions extend."""
+        response = await self._forwarder.fetch(CONFIG_PATH, inbound.query_string, inbound.headers)
+        if response.status_code != 200:
+            return Response(response.content, status_code=response.status_code,
+                            media_type=response.headers.get("content-type", "application/json"))
+        try:
+            config = json.loads(response.content)
+        except ValueError as exc:
+            raise BackingUnavailable("backing catalog config is not JSON") from exc
+        return JSONResponse(config)

@@ -1,0 +1,69 @@
+"""Settings: one frozen model, loaded once from ``ICEGOV__*`` environment variables and CLI flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Timeouts(BaseSettings):
+    """Timeouts (seconds) for calls to the backing catalog."""
+
+    model_config = SettingsConfigDict(frozen=True)
+
+    connect: float = 5.0
+    read: float = 60.0
+    write: float = 30.0
+    pool: float = 5.0
+
+
+class Settings(BaseSettings):
+    """Everything icegov reads at start-up. Environment: ``ICEGOV__<FIELD>`` (nested: ``__``)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="ICEGOV__", env_nested_delimiter="__", frozen=True, extra="forbid"
+    )
+
+    host: str = "127.0.0.1"
+    port: int = 8181
+    catalog_uri: str | None = Field(
+        default=None, description="Backing Iceberg REST catalog; None serves the embedded catalog."
+    )
+    catalog_token: SecretStr | None = Field(
+        default=None, description="Static bearer token for the backing catalog."
+    )
+    catalog_credential: SecretStr | None = Field(
+        default=None, description="OAuth2 client credentials 'client_id:client_secret'."
+    )
+    catalog_oauth_uri: str | None = Field(
+        default=None, description="Token endpoint; defaults to {catalog_uri}/v1/oauth/tokens."
+    )
+    catalog_oauth_scope: str = "catalog"
+    warehouse: Path = Path("warehouse")
+    catalog_db_uri: str | None = Field(
+        default=None, description="SQLAlchemy URI of the embedded catalog's database."
+    )
+    max_body_bytes: int = 16 * 1024 * 1024
+    timeouts: Timeouts = Timeouts()
+    max_connections: int = 100
+
+    @model_validator(mode="after")
+    def _one_backing_credential(self) -> Settings:
+        if self.catalog_token is not None and self.catalog_credential is not None:
+            raise ValueError("set catalog_token or catalog_credential, not both")
+        if self.catalog_credential is not None and ":" not in self.catalog_credential.get_secret_value():
+            raise ValueError("catalog_credential must be 'client_id:client_secret'")
+        return self
+
+    @property
+    def embedded(self) -> bool:
+        """True when icegov serves its own catalog instead of forwarding to a remote one."""
+        return self.catalog_uri is None
+
+    def embedded_db_uri(self) -> str:
+        """The embedded catalog's SQLAlchemy URI (SQLite in the warehouse by default)."""
+        if self.catalog_db_uri:
+            return self.catalog_db_uri
+        return f"sqlite:///{self.warehouse.resolve() / 'catalog.db'}"
