@@ -111,6 +111,9 @@ class Forwarder:
 
 async def _stream(response: httpx.Response) -> AsyncIterator[bytes]:
     try:
+        if response.is_stream_consumed:  # a transport that answered with a pre-read body
+            yield response.content
+            return
         async for chunk in response.aiter_raw():
             yield chunk
     finally:
