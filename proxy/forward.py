@@ -90,9 +90,10 @@ class Forwarder:
         caller_headers: tuple[tuple[bytes, bytes], ...], body: bytes,
     ) -> httpx.Request:
         target = self._base_path + raw_path + (b"?" + query if query else b"")
+        headers = await self._headers(caller_headers)
         return httpx.Request(
-            method, self._base.copy_with(raw_path=target), headers=await self._headers(caller_headers),
-            content=body, extensions=self._timeout_extension,
+            method, self._base.copy_with(raw_path=target), headers=headers, content=body,
+            extensions=self._timeout_extension,
         )
 
     async def _headers(

@@ -1,4 +1,4 @@
-"""Settings: one frozen model, loaded once from ``ICEGOV__*`` environment variables and CLI flags."""
+"""Settings: one frozen model, loaded once from ``ICEGOV__*`` environment variables and flags."""
 
 from __future__ import annotations
 
@@ -53,7 +53,8 @@ class Settings(BaseSettings):
     def _one_backing_credential(self) -> Settings:
         if self.catalog_token is not None and self.catalog_credential is not None:
             raise ValueError("set catalog_token or catalog_credential, not both")
-        if self.catalog_credential is not None and ":" not in self.catalog_credential.get_secret_value():
+        credential = self.catalog_credential
+        if credential is not None and ":" not in credential.get_secret_value():
             raise ValueError("catalog_credential must be 'client_id:client_secret'")
         return self
 

@@ -94,8 +94,8 @@ class _Staged:
     changed: bool
 
     def response(self) -> CommitTableResponse:
-        return CommitTableResponse(
-            metadata=self.new.metadata, metadata_location=self.new.metadata_location)
+        return CommitTableResponse.model_validate(
+            {"metadata": self.new.metadata, "metadata-location": self.new.metadata_location})
 
 
 def _stage(catalog: SqlCatalog, change: TableChange) -> _Staged:
@@ -137,4 +137,4 @@ def _swap_row(catalog: SqlCatalog, session: Session, staged: _Staged) -> None:
         .values(metadata_location=new_location, previous_metadata_location=staged.current_location)
     )
     if result.rowcount < 1:  # type: ignore[attr-defined]
-        raise CommitFailedException(f"Table has been updated by another process: {namespace}.{name}")
+        raise CommitFailedException(f"Table {namespace}.{name} was updated concurrently")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchNamespaceError, TableAlreadyExistsError
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
@@ -40,11 +40,15 @@ def identifier_from_json(value: Any) -> Identifier:
 
 def parse_change(identifier: Identifier, body: dict[str, Any]) -> store.TableChange:
     """A commit body (requirements, updates) as a typed change; unknown types are a 400."""
-    return store.TableChange(
-        identifier,
-        _REQUIREMENTS.validate_python(body.get("requirements") or []),
-        _UPDATES.validate_python(body.get("updates") or []),
-    )
+    try:
+        return store.TableChange(
+            identifier,
+            _REQUIREMENTS.validate_python(body.get("requirements") or []),
+            _UPDATES.validate_python(body.get("updates") or []),
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise BadRequest(f"invalid commit for {'.'.join(identifier)}: {first['msg']}") from exc
 
 
 def commit_response_json(result: CommitTableResponse) -> bytes:
@@ -153,7 +157,8 @@ def _create_arguments(body: dict[str, Any]) -> dict[str, Any]:
     return {
         "schema": Schema.model_validate(body["schema"]),
         "location": body.get("location"),
-        "partition_spec": PartitionSpec.model_validate(spec) if spec else UNPARTITIONED_PARTITION_SPEC,
+        "partition_spec": (
+            PartitionSpec.model_validate(spec) if spec else UNPARTITIONED_PARTITION_SPEC),
         "sort_order": SortOrder.model_validate(order) if order else UNSORTED_SORT_ORDER,
         "properties": body.get("properties") or {},
     }

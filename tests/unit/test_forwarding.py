@@ -56,8 +56,8 @@ def test_hop_by_hop_headers_are_stripped_both_ways() -> None:
 
     upstream = Upstream(answer)
     with client_for(upstream) as client:
-        response = client.get("/v1/namespaces", headers={"keep-alive": "timeout=5", "te": "trailers",
-                                                         "proxy-authorization": "secret"})
+        response = client.get("/v1/namespaces", headers={
+            "keep-alive": "timeout=5", "te": "trailers", "proxy-authorization": "secret"})
     [seen] = upstream.seen
     assert "keep-alive" not in seen.headers and "te" not in seen.headers
     assert "proxy-authorization" not in seen.headers

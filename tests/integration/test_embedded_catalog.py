@@ -1,0 +1,161 @@
+"""The embedded catalog's REST contract, spoken as raw HTTP through the proxy."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from proxy.app import create_app
+from proxy.settings import Settings
+from tests.support.errors import assert_error_model
+
+SCHEMA = {"type": "struct", "schema-id": 0, "fields": [
+    {"id": 1, "name": "id", "type": "long", "required": False}]}
+
+
+@pytest.fixture()
+def http(tmp_path: Path) -> Iterator[TestClient]:
+    with TestClient(create_app(Settings(warehouse=tmp_path / "wh"))) as client:
+        client.post("/v1/namespaces", json={"namespace": ["db"], "properties": {"owner": "me"}})
+        yield client
+
+
+def create(http: TestClient, name: str, **extra: Any) -> dict[str, Any]:
+    response = http.post("/v1/namespaces/db/tables", json={"name": name, "schema": SCHEMA, **extra})
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def properties(http: TestClient, name: str) -> dict[str, str]:
+    return dict(http.get(f"/v1/namespaces/db/tables/{name}").json()["metadata"]["properties"])
+
+
+def set_property(uuid: str, key: str, value: str) -> dict[str, Any]:
+    return {"requirements": [{"type": "assert-table-uuid", "uuid": uuid}],
+            "updates": [{"action": "set-properties", "updates": {key: value}}]}
+
+
+def test_namespace_contract(http: TestClient) -> None:
+    http.post("/v1/namespaces", json={"namespace": ["db", "inner"]})
+    assert http.get("/v1/namespaces").json() == {"namespaces": [["db"]]}
+    assert http.get("/v1/namespaces?parent=db").json() == {"namespaces": [["db", "inner"]]}
+    assert http.get("/v1/namespaces/db").json() == {"namespace": ["db"],
+                                                    "properties": {"owner": "me"}}
+    assert http.head("/v1/namespaces/db%1Finner").status_code == 204
+    assert http.head("/v1/namespaces/nope").status_code == 404
+    changed = http.post("/v1/namespaces/db/properties",
+                        json={"updates": {"team": "x"}, "removals": ["owner", "ghost"]}).json()
+    assert changed == {"updated": ["team"], "removed": ["owner"], "missing": ["ghost"]}
+    assert http.get("/v1/namespaces/db").json()["properties"] == {"team": "x"}
+    assert_error_model(http.get("/v1/namespaces/nope"), 404, "NoSuchNamespaceException")
+    assert_error_model(http.post("/v1/namespaces", json={"namespace": ["db"]}), 409,
+                       "AlreadyExistsException")
+    create(http, "t")
+    assert_error_model(http.delete("/v1/namespaces/db"), 409, "NamespaceNotEmptyException")
+    assert http.get("/v1/namespaces/db").status_code == 200
+
+
+def test_table_errors(http: TestClient) -> None:
+    table = create(http, "t")
+    assert_error_model(http.post("/v1/namespaces/db/tables", json={"name": "t", "schema": SCHEMA}),
+                       409, "AlreadyExistsException")
+    assert_error_model(http.get("/v1/namespaces/db/tables/absent"), 404, "NoSuchTableException")
+    assert_error_model(http.get("/v1/namespaces/db%1Ft/tables/snapshots"), 404,
+                       "NoSuchTableException")
+    assert_error_model(http.post("/v1/namespaces/nope/tables", json={"name": "x", "schema": SCHEMA}),
+                       404, "NoSuchNamespaceException")
+    uuid = table["metadata"]["table-uuid"]
+    assert_error_model(http.post("/v1/namespaces/db/tables/absent", json=set_property(uuid, "a", "b")),
+                       404, "NoSuchTableException")
+    unknown = {"requirements": [], "updates": [{"action": "grant-everything"}]}
+    assert_error_model(http.post("/v1/namespaces/db/tables/t", json=unknown), 400,
+                       "BadRequestException")
+    assert properties(http, "t") == {}
+
+
+def test_failed_requirement_is_409_and_changes_nothing(http: TestClient) -> None:
+    create(http, "t")
+    stale = set_property("00000000-0000-0000-0000-000000000000", "k", "v")
+    assert_error_model(http.post("/v1/namespaces/db/tables/t", json=stale), 409,
+                       "CommitFailedException")
+    assert properties(http, "t") == {}
+
+
+def test_commit_returns_the_new_metadata(http: TestClient) -> None:
+    uuid = create(http, "t")["metadata"]["table-uuid"]
+    response = http.post("/v1/namespaces/db/tables/t", json=set_property(uuid, "k", "v")).json()
+    assert response["metadata"]["properties"] == {"k": "v"}
+    assert http.get("/v1/namespaces/db/tables/t").json()["metadata-location"] == \
+        response["metadata-location"]
+
+
+def test_transaction_is_atomic_across_tables(http: TestClient) -> None:
+    first = create(http, "a")["metadata"]["table-uuid"]
+    second = create(http, "b")["metadata"]["table-uuid"]
+
+    def change(name: str, uuid: str) -> dict[str, Any]:
+        return {"identifier": {"namespace": ["db"], "name": name}, **set_property(uuid, "k", name)}
+
+    broken = {"table-changes": [change("a", first), change("b", first)]}  # b's uuid is wrong
+    assert_error_model(http.post("/v1/transactions/commit", json=broken), 409,
+                       "CommitFailedException")
+    assert properties(http, "a") == {} and properties(http, "b") == {}
+
+    good = {"table-changes": [change("a", first), change("b", second)]}
+    assert http.post("/v1/transactions/commit", json=good).status_code == 204
+    assert properties(http, "a") == {"k": "a"} and properties(http, "b") == {"k": "b"}
+
+
+def test_stage_create_then_create_commit(http: TestClient) -> None:
+    staged = http.post("/v1/namespaces/db/tables",
+                       json={"name": "ctas", "schema": SCHEMA, "stage-create": True}).json()
+    assert "metadata-location" not in staged
+    assert http.head("/v1/namespaces/db/tables/ctas").status_code == 404
+    metadata = staged["metadata"]
+    commit = {
+        "requirements": [{"type": "assert-create"}],
+        "updates": [
+            {"action": "assign-uuid", "uuid": metadata["table-uuid"]},
+            {"action": "upgrade-format-version", "format-version": 2},
+            {"action": "add-schema", "schema": SCHEMA, "last-column-id": 1},
+            {"action": "set-current-schema", "schema-id": -1},
+            {"action": "add-spec", "spec": {"spec-id": 0, "fields": []}},
+            {"action": "set-default-spec", "spec-id": -1},
+            {"action": "add-sort-order", "sort-order": {"order-id": 0, "fields": []}},
+            {"action": "set-default-sort-order", "sort-order-id": -1},
+            {"action": "set-location", "location": metadata["location"]},
+            {"action": "set-properties", "updates": {"created-by": "ctas"}},
+        ],
+    }
+    assert http.post("/v1/namespaces/db/tables/ctas", json=commit).status_code == 200
+    assert properties(http, "ctas") == {"created-by": "ctas"}
+    # a second create-commit fails its assert-create requirement: nothing lands, 409
+    assert_error_model(http.post("/v1/namespaces/db/tables/ctas", json=commit), 409,
+                       "CommitFailedException")
+
+
+def test_rename_register_and_drop(http: TestClient) -> None:
+    location = create(http, "old")["metadata-location"]
+    rename = {"source": {"namespace": ["db"], "name": "old"},
+              "destination": {"namespace": ["db"], "name": "new"}}
+    assert http.post("/v1/tables/rename", json=rename).status_code == 204
+    assert http.head("/v1/namespaces/db/tables/old").status_code == 404
+    registered = http.post("/v1/namespaces/db/register",
+                           json={"name": "copy", "metadata-location": location}).json()
+    assert registered["metadata-location"] == location
+    listed = http.get("/v1/namespaces/db/tables").json()["identifiers"]
+    assert listed == [{"namespace": ["db"], "name": "copy"}, {"namespace": ["db"], "name": "new"}]
+    assert http.delete("/v1/namespaces/db/tables/new?purgeRequested=true").status_code == 204
+    assert http.delete("/v1/namespaces/db/tables/copy").status_code == 204
+    assert http.get("/v1/namespaces/db/tables").json() == {"identifiers": []}
+
+
+def test_unimplemented_endpoints_are_501(http: TestClient) -> None:
+    assert_error_model(http.get("/v1/namespaces/db/views"), 501, "UnsupportedOperationException")
+    endpoints = http.get("/v1/config").json()["endpoints"]
+    assert "GET /v1/{prefix}/namespaces/{namespace}/views" not in endpoints
+    assert "POST /v1/{prefix}/transactions/commit" in endpoints
