@@ -66,11 +66,13 @@ def test_table_errors(http: TestClient) -> None:
     assert_error_model(http.get("/v1/namespaces/db/tables/absent"), 404, "NoSuchTableException")
     assert_error_model(http.get("/v1/namespaces/db%1Ft/tables/snapshots"), 404,
                        "NoSuchTableException")
-    assert_error_model(http.post("/v1/namespaces/nope/tables", json={"name": "x", "schema": SCHEMA}),
-                       404, "NoSuchNamespaceException")
+    in_missing_namespace = http.post("/v1/namespaces/nope/tables",
+                                     json={"name": "x", "schema": SCHEMA})
+    assert_error_model(in_missing_namespace, 404, "NoSuchNamespaceException")
     uuid = table["metadata"]["table-uuid"]
-    assert_error_model(http.post("/v1/namespaces/db/tables/absent", json=set_property(uuid, "a", "b")),
-                       404, "NoSuchTableException")
+    to_missing_table = http.post("/v1/namespaces/db/tables/absent",
+                                 json=set_property(uuid, "a", "b"))
+    assert_error_model(to_missing_table, 404, "NoSuchTableException")
     unknown = {"requirements": [], "updates": [{"action": "grant-everything"}]}
     assert_error_model(http.post("/v1/namespaces/db/tables/t", json=unknown), 400,
                        "BadRequestException")
