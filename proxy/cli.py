@@ -19,7 +19,7 @@ def _settings(**options: Any) -> Settings:
 
 def _run(app: Any, settings: Settings) -> None:
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="info",
-                proxy_headers=False, server_header=False)
+                access_log=False, proxy_headers=False, server_header=False)
 
 
 @click.group()
@@ -59,3 +59,7 @@ def catalog(**options: Any) -> None:
 
     settings = _settings(**options)
     _run(EmbeddedCatalog.from_settings(settings).app, settings)
+
+
+if __name__ == "__main__":
+    main()

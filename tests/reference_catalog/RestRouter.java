@@ -50,7 +50,8 @@ import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.ObjectMapper;
 
 final class RestRouter implements HttpHandler {
   private static final ObjectMapper MAPPER = IcebergRestAccess.mapper();
-  private static final Pattern ENCODED_UNIT_SEPARATOR = Pattern.compile("%1F", Pattern.CASE_INSENSITIVE);
+  private static final Pattern ENCODED_UNIT_SEPARATOR =
+      Pattern.compile("%1F", Pattern.CASE_INSENSITIVE);
 
   /** What a route answers: a status and a response object (null means no body). */
   record Reply(int status, Object body) {
@@ -298,7 +299,8 @@ final class RestRouter implements HttpHandler {
       exchange.close();
     }
     long millis = (System.nanoTime() - start) / 1_000_000;
-    System.err.printf("reference-catalog: %s %s -> %d (%d ms)%n", method, rawPath, reply.status(), millis);
+    System.err.printf(
+        "reference-catalog: %s %s -> %d (%d ms)%n", method, rawPath, reply.status(), millis);
   }
 
   private Reply dispatch(String method, String rawPath, String rawQuery, byte[] body)

@@ -43,6 +43,12 @@ _JDK_HINT = (
 
 
 def _tool(name: str) -> str:
+    """`java`/`javac` from $JAVA_HOME if set (as pyspark does), else from PATH."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        candidate = Path(java_home) / "bin" / name
+        if os.access(candidate, os.X_OK):
+            return str(candidate)
     path = shutil.which(name)
     if path is None:
         raise RuntimeError(f"`{name}` not found. {_JDK_HINT}")
@@ -112,6 +118,7 @@ def compile_reference_catalog() -> Path:
                 f"javac failed to compile the reference catalog:\n{result.stdout}{result.stderr}"
             )
         (staging / ".complete").write_text("ok\n")
+        staging.chmod(0o755)  # mkdtemp makes it private
         try:
             staging.rename(target)
         except OSError:

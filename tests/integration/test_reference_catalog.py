@@ -28,7 +28,8 @@ from pyiceberg.table import Table
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
-from tests.support.reference_catalog import reference_catalog
+from tests.support import reference_catalog as reference_module
+from tests.support.reference_catalog import compile_reference_catalog, reference_catalog
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
@@ -71,7 +72,7 @@ def http(uri: str) -> Iterator[httpx.Client]:
 
 def rows(table: Table) -> list[dict[str, object]]:
     """All rows of the table's current snapshot, as dicts sorted by id."""
-    return sorted(table.scan().to_arrow().to_pylist(), key=lambda row: row["id"])  # type: ignore[arg-type,return-value]
+    return sorted(table.scan().to_arrow().to_pylist(), key=lambda row: row["id"])
 
 
 def arrow(records: list[tuple[int, str, str]]) -> pa.Table:
@@ -251,7 +252,7 @@ def test_table_lifecycle(catalog: RestCatalog, warehouse: Path) -> None:
 
 
 def test_create_table_transaction_uses_stage_create(catalog: RestCatalog) -> None:
-    """pyiceberg's create transaction = stage-create + a commit with assert-create (as Spark CTAS)."""
+    """pyiceberg's create transaction: stage-create, then a commit with assert-create (as CTAS)."""
     catalog.create_namespace("staging")
     with catalog.create_table_transaction("staging.t", schema=SCHEMA) as tx:
         assert not catalog.table_exists("staging.t")  # staged only: nothing written yet
@@ -300,7 +301,9 @@ def test_rename_is_refused_by_hadoop_catalog(catalog: RestCatalog, http: httpx.C
 # ------------------------------------------------------------------------------ commits and HTTP
 
 
-def test_failing_requirement_is_a_409_commit_failed(catalog: RestCatalog, http: httpx.Client) -> None:
+def test_failing_requirement_is_a_409_commit_failed(
+    catalog: RestCatalog, http: httpx.Client
+) -> None:
     catalog.create_namespace("raw")
     table = catalog.create_table("raw.t", schema=SCHEMA)
     table.append(arrow([(1, "a", "x")]))
@@ -430,7 +433,9 @@ def test_errors_and_misc_routes(catalog: RestCatalog, http: httpx.Client) -> Non
     assert_error(http.get("/v1/namespaces/absent"), 404, "NoSuchNamespaceException")
     assert_error(http.get(table_path(("misc",), "absent")), 404, "NoSuchTableException")
     assert_error(http.post("/v1/namespaces", content=b"{not json"), 400, "BadRequestException")
-    assert_error(http.post("/v1/namespaces", json={"namespace": ["misc"]}), 409, "AlreadyExistsException")
+    assert_error(
+        http.post("/v1/namespaces", json={"namespace": ["misc"]}), 409, "AlreadyExistsException"
+    )
 
     # Metadata tables (Spark loads `misc.t.snapshots` as table `snapshots` in namespace misc.t)
     # must be a plain missing *table*, not a missing namespace.
@@ -461,3 +466,24 @@ def test_errors_and_misc_routes(catalog: RestCatalog, http: httpx.Client) -> Non
     assert response.status_code == 204
     assert not location.exists()
     assert_error(http.delete(table_path(("misc",), "t")), 404, "NoSuchTableException")
+
+
+# --------------------------------------------------------------------------------- Python side
+
+
+def test_compilation_is_cached() -> None:
+    first = compile_reference_catalog()
+    assert (first / ".complete").is_file()
+    assert (first / "referencecatalog" / "ReferenceCatalog.class").is_file()
+    assert compile_reference_catalog() == first
+    assert first.parent == Path(__file__).resolve().parents[1] / ".cache" / "reference-catalog"
+
+
+def test_startup_failure_reports_stderr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reference_module, "MAIN_CLASS", "referencecatalog.DoesNotExist")
+    with (
+        pytest.raises(RuntimeError, match="exited with code") as failure,
+        reference_catalog(tmp_path),
+    ):
+        pass
+    assert "referencecatalog.DoesNotExist" in str(failure.value)
