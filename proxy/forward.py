@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 from starlette.background import BackgroundTask
-from starlette.responses import StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
 from proxy.backing_auth import BackingAuth
 from proxy.errors import (
@@ -24,6 +24,7 @@ from proxy.errors import (
 )
 from proxy.inbound import InboundRequest
 
+WHOLE_BODY_LIMIT = 1024 * 1024
 HOP_BY_HOP = frozenset({
     b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
     b"trailer", b"transfer-encoding", b"upgrade", b"host", b"content-length",
@@ -58,15 +59,26 @@ class Forwarder:
             self._auth.invalidate()
         return response
 
-    async def forward(self, inbound: InboundRequest) -> StreamingResponse:
-        """Forward the request and stream the backing catalog's answer back unchanged."""
+    async def forward(self, inbound: InboundRequest) -> Response:
+        """Forward the request and pass the backing catalog's answer back unchanged.
+
+        Bodies of known, modest length are relayed whole (cheaper than a streaming response);
+        anything larger or of unknown length is streamed.
+        """
         response = await self.send(inbound)
-        streamed = StreamingResponse(
-            _stream(response), status_code=response.status_code,
-            background=BackgroundTask(response.aclose),
-        )
-        streamed.raw_headers = _response_headers(response)
-        return streamed
+        if _relay_whole(response):
+            try:
+                body = b"".join([chunk async for chunk in _stream(response)])
+            finally:
+                await response.aclose()
+            relayed = Response(body, status_code=response.status_code)
+        else:
+            relayed = StreamingResponse(
+                _stream(response), status_code=response.status_code,
+                background=BackgroundTask(response.aclose),
+            )
+        relayed.raw_headers = _response_headers(response)
+        return relayed
 
     async def fetch(
         self, raw_path: bytes, query_string: bytes, caller_headers: tuple[tuple[bytes, bytes], ...]
@@ -119,6 +131,11 @@ async def _stream(response: httpx.Response) -> AsyncIterator[bytes]:
             yield chunk
     finally:
         await response.aclose()
+
+
+def _relay_whole(response: httpx.Response) -> bool:
+    length = response.headers.get("content-length")
+    return length is not None and length.isdigit() and int(length) <= WHOLE_BODY_LIMIT
 
 
 def _response_headers(response: httpx.Response) -> list[tuple[bytes, bytes]]:
