@@ -476,7 +476,7 @@ def test_compilation_is_cached() -> None:
     assert (first / ".complete").is_file()
     assert (first / "referencecatalog" / "ReferenceCatalog.class").is_file()
     assert compile_reference_catalog() == first
-    assert first.parent == Path(__file__).resolve().parents[1] / ".cache" / "reference-catalog"
+    assert first.parent == reference_module.CACHE_ROOT
 
 
 def test_startup_failure_reports_stderr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
