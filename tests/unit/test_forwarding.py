@@ -203,3 +203,18 @@ def test_unexpected_failure_is_a_500_error_model() -> None:
         response = client.get("/v1/namespaces")
     assert_error_model(response, 500, "ServiceFailureException")
     assert json.dumps(response.json()).count("boom") == 0
+
+
+def test_cookies_set_by_the_backing_catalog_never_reach_another_caller() -> None:
+    upstream = Upstream(lambda _: httpx.Response(200, json={}, headers={"set-cookie": "s=alice"}))
+    with client_for(upstream) as alice:
+        first = alice.get("/v1/namespaces")
+    with client_for_same_app(alice) as bob:
+        bob.get("/v1/namespaces")
+    assert first.headers["set-cookie"] == "s=alice"  # relayed to the caller it was meant for
+    assert all("cookie" not in seen.headers for seen in upstream.seen)
+
+
+def client_for_same_app(client: TestClient) -> TestClient:
+    """A second caller of the same proxy app, with its own (empty) cookie jar."""
+    return TestClient(client.app, raise_server_exceptions=False)
