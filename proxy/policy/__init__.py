@@ -1,0 +1,15 @@
+"""Access policy: Casbin model + rules file, compiled for fast decisions and hot-reloaded.
+
+The policy language is described for policy authors in ``policies/README.md``. Entry points:
+
+* ``PolicyAuthorizer`` -- the ``proxy.governance.Authorizer`` implementation (decide, can_see,
+  reload_if_changed, watch/watching, status);
+* ``PolicySettings`` -- nested as ``policy`` in the main settings;
+* ``proxy.policy.cli.policy`` -- the ``icegov policy`` command group (check, explain, test).
+"""
+
+from proxy.policy.authorizer import PolicyAuthorizer, PolicyStatus
+from proxy.policy.rules import PolicyError, Problem
+from proxy.policy.settings import PolicySettings
+
+__all__ = ["PolicyAuthorizer", "PolicyError", "PolicySettings", "PolicyStatus", "Problem"]

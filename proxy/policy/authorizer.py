@@ -1,0 +1,188 @@
+"""``PolicyAuthorizer``: the Casbin policy behind the ``Authorizer`` seam, cached and hot-reloaded.
+
+A loaded policy and its decision caches form one *generation*. A reload builds the next generation
+completely (read, validate, compile) and then replaces the current one with a single assignment, so
+a request is decided entirely by the old policy or entirely by the new one, never by a mixture or a
+half-written file, and no stale cached decision survives a reload. A policy that fails to load
+leaves the current generation in place and is reported in ``status`` and the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import threading
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import structlog
+
+from proxy.governance import Action, Decision, Principal
+from proxy.policy import decisions
+from proxy.policy.loader import CompiledPolicy, FileChanging, compile_files, load, read_files
+from proxy.policy.rules import PolicyError
+from proxy.policy.settings import PolicySettings
+
+log = structlog.get_logger("icegov")
+
+
+@dataclass(frozen=True)
+class PolicyStatus:
+    """What policy is in force, and whether the files on disk could be loaded."""
+
+    generation: int  # 1 for the policy loaded at start-up, +1 per successful reload
+    loaded_at: float  # epoch seconds of the current generation's load
+    digest: str  # sha256 over model.conf and policy.csv as loaded
+    rules: int
+    grants: int
+    last_error: str | None = None  # why the files on disk are not in force; None if they are
+    last_error_at: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready view for /readyz and metrics."""
+        return {"generation": self.generation, "loaded_at": self.loaded_at,
+                "digest": self.digest, "rules": self.rules, "grants": self.grants,
+                "last_error": self.last_error, "last_error_at": self.last_error_at}
+
+
+class _Generation:
+    """One loaded policy with its own bounded decision caches (closures: no reference cycle)."""
+
+    def __init__(self, policy: CompiledPolicy, cache_size: int) -> None:
+        self.policy = policy
+        cached = functools.lru_cache(maxsize=cache_size)
+
+        @cached
+        def subjects(principal: Principal) -> tuple[str, ...]:
+            return decisions.subjects_of(policy, principal)
+
+        @cached
+        def decide(principal: Principal, action: Action, resource: str) -> Decision:
+            return decisions.decide(policy, principal, action, resource, subjects(principal))
+
+        @cached
+        def can_see(principal: Principal, resource: str, table: bool) -> bool:
+            return policy.index.can_see(subjects(principal), resource, table)
+
+        self.decide, self.can_see = decide, can_see
+
+
+class PolicyAuthorizer:
+    """The ``proxy.governance.Authorizer`` backed by ``model.conf`` + ``policy.csv``."""
+
+    def __init__(self, policy: CompiledPolicy, settings: PolicySettings) -> None:
+        self._settings = settings
+        self._generation = _Generation(policy, settings.decision_cache_size)
+        self._status = _status_for(policy, 1)
+        self._reload_lock = threading.Lock()
+        self._failed: str | None = None  # the last failure reported, to warn once per failure
+
+    @classmethod
+    def from_settings(cls, settings: PolicySettings) -> PolicyAuthorizer:
+        """Load the policy named by ``settings``; raises ``PolicyError``/``OSError`` if unusable."""
+        return cls(load(settings.model_path, settings.policy_path), settings)
+
+    @property
+    def policy(self) -> CompiledPolicy:
+        """The policy currently in force."""
+        return self._generation.policy
+
+    @property
+    def status(self) -> PolicyStatus:
+        """Generation, load time and last load error, for /readyz and metrics."""
+        return self._status
+
+    def decide(self, principal: Principal, action: Action, resource: str) -> Decision:
+        """Allow or deny one action on one resource, naming the rule that decided."""
+        return self._generation.decide(principal, action, resource)
+
+    def can_see(self, principal: Principal, resource: str, *, table: bool = False) -> bool:
+        """True if the principal may do something on ``resource`` or on anything beneath it.
+
+        A dotted path does not say whether it names a table or a namespace, and a namespace may
+        hold more levels: pass ``table=True`` for a table, so only rights on the table itself
+        count (``icegov.sales.*`` allows ``icegov.sales.payroll.x``, which a deny on the table
+        ``icegov.sales.payroll`` does not cover).
+        """
+        return self._generation.can_see(principal, resource, table)
+
+    def cache_info(self) -> dict[str, int]:
+        """Decision cache counters of the current generation (reset by every reload)."""
+        info = self._generation.decide.cache_info()
+        return {"hits": info.hits, "misses": info.misses, "size": info.currsize}
+
+    def reload_if_changed(self) -> bool:
+        """Load the files if their contents changed; True if a new policy is now in force."""
+        with self._reload_lock:
+            return self._reload()
+
+    def _reload(self) -> bool:
+        paths = self._settings.model_path, self._settings.policy_path
+        try:
+            files = read_files(*paths)
+            if files.digest == self._status.digest:
+                self._clear_error()
+                return False
+            policy = compile_files(files)
+        except FileChanging:
+            return False  # being written right now: the next poll sees the finished file
+        except (OSError, PolicyError) as exc:
+            self._record_error(str(exc))
+            return False
+        self._install(policy)
+        return True
+
+    def _install(self, policy: CompiledPolicy) -> None:
+        generation = self._status.generation + 1
+        self._generation = _Generation(policy, self._settings.decision_cache_size)
+        self._status = _status_for(policy, generation)
+        self._failed = None
+        log.info("policy.reloaded", generation=generation, rules=self._status.rules,
+                 grants=self._status.grants, digest=self._status.digest[:12])
+
+    def _record_error(self, message: str) -> None:
+        if message != self._failed:
+            self._failed = message
+            self._status = replace(self._status, last_error=message, last_error_at=time.time())
+            log.warning("policy.reload_failed", error=message, generation=self._status.generation,
+                        kept="the last good policy stays in force")
+
+    def _clear_error(self) -> None:
+        if self._status.last_error is not None:
+            self._failed = None
+            self._status = replace(self._status, last_error=None, last_error_at=None)
+
+    async def watch(self, stop: asyncio.Event) -> None:
+        """Poll the files every ``reload_interval_seconds`` until ``stop`` is set."""
+        while not await _wait(stop, self._settings.reload_interval_seconds):
+            try:
+                await asyncio.to_thread(self.reload_if_changed)
+            except Exception as exc:  # the watcher must outlive any surprise
+                log.exception("policy.watch_failed", error=str(exc))
+
+    @contextlib.asynccontextmanager
+    async def watching(self) -> AsyncIterator[None]:
+        """Run ``watch`` in the background for the duration of the block (an app lifespan)."""
+        stop = asyncio.Event()
+        task = asyncio.create_task(self.watch(stop), name="icegov-policy-watch")
+        try:
+            yield
+        finally:
+            stop.set()
+            await task
+
+
+async def _wait(stop: asyncio.Event, seconds: float) -> bool:
+    """Wait up to ``seconds``; True if ``stop`` was set."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+    return stop.is_set()
+
+
+def _status_for(policy: CompiledPolicy, generation: int) -> PolicyStatus:
+    return PolicyStatus(generation=generation, loaded_at=time.time(),
+                        digest=policy.files.digest, rules=len(policy.parsed.rules),
+                        grants=len(policy.parsed.grants))

@@ -1,0 +1,165 @@
+"""Parsing ``policy.csv``: ``p`` lines (rules) and ``g`` lines (role grants), with line numbers.
+
+Every problem is collected with its file and line, so ``icegov policy check`` can show them all at
+once; loading refuses a policy with any error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from proxy.governance import Action
+from proxy.policy.patterns import (
+    WILDCARD,
+    PatternError,
+    ResourcePattern,
+    compile_actions,
+    compile_resource,
+)
+
+EFFECTS = ("allow", "deny")
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Something wrong (error) or suspicious (warning) in a policy file."""
+
+    source: str
+    line: int | None
+    message: str
+    severity: Severity = "error"
+
+    def __str__(self) -> str:
+        where = self.source if self.line is None else f"{self.source}:{self.line}"
+        return f"{where}: {self.severity}: {self.message}"
+
+
+class PolicyError(Exception):
+    """A policy that cannot be loaded; ``problems`` says everything that is wrong with it."""
+
+    def __init__(self, problems: Iterable[Problem]) -> None:
+        self.problems = tuple(problems)
+        shown = "; ".join(str(p) for p in self.problems[:3])
+        more = len(self.problems) - 3
+        super().__init__(shown + (f" (and {more} more)" if more > 0 else ""))
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One ``p`` line: ``subject`` may (allow) or may not (deny) do ``actions`` on ``pattern``."""
+
+    subject: str
+    pattern: ResourcePattern
+    action: str  # as written: an action, a group or "*"
+    actions: frozenset[Action]
+    allow: bool
+    line: int
+
+    @property
+    def text(self) -> str:
+        """The rule as a canonical policy line, e.g. ``p, writer, icegov.demo.*, INSERT, allow``."""
+        effect = "allow" if self.allow else "deny"
+        return f"p, {self.subject}, {self.pattern.text}, {self.action}, {effect}"
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """One ``g`` line: ``member`` (a principal or a role) holds ``role``."""
+
+    member: str
+    role: str
+    line: int
+
+    @property
+    def text(self) -> str:
+        """The grant as a canonical policy line."""
+        return f"g, {self.member}, {self.role}"
+
+
+@dataclass(frozen=True)
+class ParsedPolicy:
+    """The rules and grants of a policy file, and the problems found while reading it."""
+
+    rules: tuple[Rule, ...]
+    grants: tuple[Grant, ...]
+    problems: tuple[Problem, ...]
+
+
+def parse_policy(text: str, source: str) -> ParsedPolicy:
+    """Parse policy text. Never raises: problems are returned with the rules that did parse."""
+    rules: list[Rule] = []
+    grants: list[Grant] = []
+    problems: list[Problem] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            parsed = _parse_line(line, number)
+        except ValueError as exc:
+            problems.append(Problem(source, number, str(exc)))
+            continue
+        if isinstance(parsed, Rule):
+            rules.append(parsed)
+        else:
+            grants.append(parsed)
+    problems.extend(_whole_file_problems(text, source, rules))
+    return ParsedPolicy(tuple(rules), tuple(grants), tuple(problems))
+
+
+def _whole_file_problems(text: str, source: str, rules: list[Rule]) -> list[Problem]:
+    problems = []
+    if text and not text.endswith("\n"):
+        problems.append(Problem(source, None, "does not end with a newline: a partially written "
+                                "file? (write the whole file, ending in a newline)"))
+    if not rules:
+        problems.append(Problem(source, None, "has no 'p' rules: an empty or partially written "
+                                "file? (to deny everything on purpose, write one deny rule)"))
+    return problems
+
+
+def _parse_line(line: str, number: int) -> Rule | Grant:
+    fields = [field.strip() for field in line.split(",")]
+    kind, values = fields[0], fields[1:]
+    if kind == "p":
+        return _parse_rule(values, number)
+    if kind == "g":
+        return _parse_grant(values, number)
+    raise ValueError(f"unknown line type {kind!r}: lines start with 'p', 'g' or '#'")
+
+
+def _parse_rule(values: list[str], number: int) -> Rule:
+    if len(values) != 4:
+        raise ValueError(f"a 'p' line has 4 fields after 'p' (subject, resource, action, "
+                         f"allow|deny), got {len(values)}")
+    subject, resource, action, effect = values
+    _check_name("subject", subject)
+    if effect not in EFFECTS:
+        raise ValueError(f"unknown effect {effect!r}: expected 'allow' or 'deny'")
+    try:
+        pattern, actions = compile_resource(resource), compile_actions(action)
+    except PatternError as exc:
+        raise ValueError(str(exc)) from None
+    return Rule(subject, pattern, action, actions, effect == "allow", number)
+
+
+def _parse_grant(values: list[str], number: int) -> Grant:
+    if len(values) != 2:
+        raise ValueError(f"a 'g' line has 2 fields after 'g' (member, role), got {len(values)}")
+    member, role = values
+    _check_name("member", member)
+    _check_name("role", role)
+    return Grant(member, role, number)
+
+
+def _check_name(what: str, name: str) -> None:
+    if not name:
+        raise ValueError(f"empty {what}")
+    if name == WILDCARD:
+        raise ValueError(f"'*' is not a {what}: wildcards are for resources and actions only "
+                         "(grant to a role that every principal holds instead)")
+    if any(ch.isspace() or not ch.isprintable() for ch in name):
+        raise ValueError(f"{what} {name!r} contains whitespace or control characters")

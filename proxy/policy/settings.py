@@ -1,0 +1,27 @@
+"""Policy settings: where the Casbin model and policy live, and how often they are re-read.
+
+Nested in the main settings as ``policy`` (environment ``ICEGOV__POLICY__<FIELD>``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class PolicySettings(BaseModel):
+    """The policy files and their hot reload."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model_path: Path = Field(default=Path("policies/model.conf"),
+                             description="The Casbin model (the policy language's semantics).")
+    policy_path: Path = Field(default=Path("policies/policy.csv"),
+                              description="The rules: 'p' and 'g' lines.")
+    reload_interval_seconds: float = Field(
+        default=1.0, gt=0, le=3600,
+        description="How often both files are checked for changes (mtime, size and hash).")
+    decision_cache_size: int = Field(
+        default=65536, ge=0,
+        description="Decisions remembered per policy generation (LRU); 0 disables the cache.")

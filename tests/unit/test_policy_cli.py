@@ -1,0 +1,166 @@
+"""``icegov policy check | explain | test`` through click's CliRunner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from proxy.policy.cli import policy
+from proxy.policy.model import CANONICAL_MODEL
+
+REPO = Path(__file__).parents[2]
+POLICY = """\
+g, ann, analysts
+p, analysts, icegov.sales.*, READ, allow
+p, analysts, icegov.sales.payroll, *, deny
+p, loaders, icegov.sales.*, INSERT, allow
+"""
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> list[str]:
+    (tmp_path / "model.conf").write_text(CANONICAL_MODEL)
+    (tmp_path / "policy.csv").write_text(POLICY)
+    return ["--model", str(tmp_path / "model.conf"), "--policy", str(tmp_path / "policy.csv")]
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(policy, list(args))
+
+
+def test_check_accepts_the_repository_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)  # the defaults are policies/model.conf and policies/policy.csv
+    result = run("check", "--strict")
+    assert result.exit_code == 0, result.output
+    assert "0 error(s), 0 warning(s)" in result.output
+
+
+def test_the_demo_cases_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    result = run("test", "policies/tests/demo.yaml")
+    assert result.exit_code == 0, result.output
+    assert " 0 failed" in result.output
+
+
+def test_check_reports_errors_with_lines_and_fails(tmp_path: Path, files: list[str]) -> None:
+    (tmp_path / "policy.csv").write_text(POLICY + "p, ann, icegov.x, SLECT, allow\n"
+                                         "p, ann, icegov.x, SELECT, maybe\n")
+    result = run("check", *files)
+    assert result.exit_code == 1
+    assert f"{tmp_path / 'policy.csv'}:5: error: unknown action 'SLECT'" in result.output
+    assert f"{tmp_path / 'policy.csv'}:6: error: unknown effect 'maybe'" in result.output
+    assert "2 error(s)" in result.output
+
+
+def test_check_reports_a_wrong_model(tmp_path: Path, files: list[str]) -> None:
+    model = CANONICAL_MODEL.replace("&& actionMatch", "|| actionMatch")
+    (tmp_path / "model.conf").write_text(model)
+    result = run("check", *files)
+    assert result.exit_code == 1
+    assert "[matchers] must be" in result.output
+
+
+@pytest.mark.parametrize(("extra", "warning"), [
+    ("p, analysts, icegov.sales.*, READ, allow\n", "5: warning: duplicate of line 2"),
+    ("p, ann, icegov.sales.payroll, SELECT, allow\n",
+     "5: warning: never takes effect: the deny on line 3"),
+    ("p, analysts, icegov.sales.payroll.*, SELECT, allow\n"
+     "p, analysts, icegov.sales.payroll.*, READ, deny\n",
+     "5: warning: never takes effect: the deny on line 6"),
+    ("p, loaders, icegov.hr.*, DELETE, deny\n", "5: warning: overrides nothing"),
+    ("g, bob, auditors\n", "5: warning: role 'auditors' has no rules"),
+    ("g, analysts, analysts\n", "5: warning: has no effect"),
+    ("g, analysts, ann\n", "5: warning: role cycle"),
+])
+def test_check_warns_about_rules_without_effect(tmp_path: Path, files: list[str], extra: str,
+                                               warning: str) -> None:
+    (tmp_path / "policy.csv").write_text(POLICY + extra)
+    result = run("check", *files)
+    assert result.exit_code == 0, result.output
+    assert f"{tmp_path / 'policy.csv'}:{warning}" in result.output
+    assert run("check", "--strict", *files).exit_code == 1
+
+
+def test_check_does_not_warn_about_useful_rules(files: list[str]) -> None:
+    result = run("check", "--strict", *files)
+    assert result.exit_code == 0, result.output
+    assert "warning" not in result.output.replace("0 warning(s)", "")
+
+
+def test_explain_names_the_deciding_rule(tmp_path: Path, files: list[str]) -> None:
+    result = run("explain", *files, "--principal", "ann", "--action", "SELECT",
+                 "--resource", "icegov.sales.payroll")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "DENY SELECT on icegov.sales.payroll"
+    assert lines[1] == (f"  decided by: {tmp_path / 'policy.csv'}:3: "
+                        "p, analysts, icegov.sales.payroll, *, deny")
+    assert "  acts as:    analysts, ann" in lines
+    assert sum(line.startswith("  matched:") for line in lines) == 2  # the allow and the deny
+    assert "casbin:     agrees" in result.output
+
+
+def test_explain_with_token_roles_and_default_deny(files: list[str]) -> None:
+    allowed = run("explain", *files, "--principal", "zoe", "--role", "loaders",
+                  "--action", "INSERT", "--resource", "icegov.sales.orders")
+    assert allowed.output.startswith("ALLOW INSERT on icegov.sales.orders")
+    denied = run("explain", *files, "--principal", "zoe", "--action", "INSERT",
+                 "--resource", "icegov.sales.orders")
+    assert "decided by: no rule matched (default deny)" in denied.output
+
+
+def test_explain_rejects_an_unknown_action(files: list[str]) -> None:
+    result = run("explain", *files, "--principal", "a", "--action", "SLECT", "--resource", "x")
+    assert result.exit_code == 2
+
+
+def test_explain_refuses_a_broken_policy(tmp_path: Path, files: list[str]) -> None:
+    (tmp_path / "policy.csv").write_text("p, a, b\n")
+    result = run("explain", *files, "--principal", "a", "--action", "LIST", "--resource", "x")
+    assert result.exit_code == 2
+    assert "does not load" in result.output
+
+
+def test_test_reports_each_failure(tmp_path: Path, files: list[str]) -> None:
+    cases = tmp_path / "cases.yaml"
+    cases.write_text("""\
+- {principal: ann, action: SELECT, resource: icegov.sales.orders, expect: allow}
+- {name: payroll is secret, principal: ann, action: SELECT, resource: icegov.sales.payroll,
+   expect: allow}
+- {principal: zoe, roles: [loaders], action: INSERT, resource: icegov.sales.orders, expect: deny}
+""")
+    result = run("test", *files, str(cases))
+    assert result.exit_code == 1
+    assert (f"FAIL {cases} #2 (payroll is secret) ann SELECT icegov.sales.payroll: expected "
+            "allow, got deny (p, analysts, icegov.sales.payroll, *, deny)") in result.output
+    assert (f"FAIL {cases} #3 zoe [loaders] INSERT icegov.sales.orders: expected deny, got "
+            "allow (p, loaders, icegov.sales.*, INSERT, allow)") in result.output
+    assert "3 case(s): 1 passed, 2 failed" in result.output
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("not: a list\n", "expected a non-empty YAML list"),
+    ("- {principal: a, action: SELECT, resource: x}\n", "case #1: missing expect"),
+    ("- {principal: a, action: READ, resource: x, expect: allow}\n", "unknown action 'READ'"),
+    ("- {principal: a, action: SELECT, resource: x, expect: yes}\n", "expect must be"),
+    ("- {principal: a, action: SELECT, resource: x, expect: allow, colour: red}\n",
+     "unknown key(s) colour"),
+    ("- {principal: a, roles: admin, action: SELECT, resource: x, expect: allow}\n",
+     "roles must be a list"),
+    ("- [unclosed\n", "not valid YAML"),
+])
+def test_test_rejects_malformed_case_files(tmp_path: Path, files: list[str], text: str,
+                                          message: str) -> None:
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(text)
+    result = run("test", *files, str(cases))
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_missing_files_are_usage_errors(tmp_path: Path) -> None:
+    result = run("check", "--policy", str(tmp_path / "nope.csv"))
+    assert result.exit_code == 2
+    assert "does not exist" in result.output
