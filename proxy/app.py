@@ -11,11 +11,17 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import Route
 
+from proxy.audit import AuditLog
 from proxy.backing_auth import backing_auth_from_settings
+from proxy.commits import check_classification_complete
 from proxy.context import RequestContextMiddleware
 from proxy.dispatch import IcebergDispatcher, iceberg_app
+from proxy.enforce import Gate
 from proxy.forward import Forwarder
 from proxy.handlers import BackingHandlers, healthz
+from proxy.identity import build_identity
+from proxy.intent import check_intents_complete
+from proxy.policy import PolicyAuthorizer
 from proxy.routes import RouteTable
 from proxy.settings import Settings
 
@@ -50,19 +56,34 @@ def connect_backing(settings: Settings) -> Backing:
 
 
 def create_app(settings: Settings, backing: Backing | None = None) -> Starlette:
-    """The icegov app for these settings (``backing`` overrides how the catalog is reached)."""
+    """The icegov app for these settings (``backing`` overrides how the catalog is reached).
+
+    Fails here, before serving, if an endpoint or a commit update action is ungoverned, or if
+    identity or policy settings are unusable.
+    """
+    check_intents_complete()
+    check_classification_complete()
+    identity = build_identity(settings.identity, embedded_catalog=settings.embedded)
+    authorizer = PolicyAuthorizer.from_settings(settings.policy)
     backing = backing or connect_backing(settings)
     timeout = httpx.Timeout(**settings.timeouts.model_dump())
     auth = backing_auth_from_settings(settings, backing.transport, backing.base_url, timeout)
     forwarder = Forwarder(backing.transport, backing.base_url, auth, timeout)
-    handlers = BackingHandlers(forwarder)
+    audit = AuditLog(settings.audit)
+    gate = Gate(identity.authenticator, authorizer, forwarder, settings.catalog_name, audit)
+    handlers = BackingHandlers(forwarder, authorizer)
     dispatcher = IcebergDispatcher(
-        RouteTable(), {"get_config": handlers.config}, forwarder.forward, settings.max_body_bytes)
+        RouteTable(),
+        {"get_config": handlers.config, "oauth_tokens": identity.token_endpoint},
+        forwarder.forward, settings.max_body_bytes, gate,
+    )
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        yield
+        async with authorizer.watching():
+            yield
         await backing.aclose()
+        audit.close()
 
     return iceberg_app(
         dispatcher,

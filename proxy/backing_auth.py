@@ -24,7 +24,9 @@ DEFAULT_TOKEN_LIFETIME_SECONDS = 3600.0
 class BackingAuth(Protocol):
     """Supplies the ``Authorization`` header icegov sends to the backing catalog."""
 
-    replaces_caller_credentials: bool
+    @property
+    def replaces_caller_credentials(self) -> bool:
+        """True if the caller's own ``Authorization`` header must not reach the backing."""
 
     async def authorization(self) -> str | None:
         """The header value, or None to send none of icegov's own."""
@@ -33,10 +35,15 @@ class BackingAuth(Protocol):
         """Forget a cached credential (the backing catalog answered 401)."""
 
 
+@dataclass
 class PassThroughAuth:
-    """No credential of icegov's own: the caller's header is forwarded as sent."""
+    """No credential of icegov's own; the caller's header is forwarded only if configured."""
 
-    replaces_caller_credentials = False
+    forward_caller_token: bool = False
+
+    @property
+    def replaces_caller_credentials(self) -> bool:
+        return not self.forward_caller_token
 
     async def authorization(self) -> str | None:
         return None
@@ -50,7 +57,10 @@ class StaticTokenAuth:
     """A fixed bearer token from settings."""
 
     token: str
-    replaces_caller_credentials: bool = True
+
+    @property
+    def replaces_caller_credentials(self) -> bool:
+        return True
 
     async def authorization(self) -> str | None:
         return f"Bearer {self.token}"
@@ -62,7 +72,9 @@ class StaticTokenAuth:
 class ClientCredentialsAuth:
     """OAuth2 client credentials, exchanged once and refreshed shortly before expiry."""
 
-    replaces_caller_credentials = True
+    @property
+    def replaces_caller_credentials(self) -> bool:
+        return True
 
     def __init__(
         self, transport: httpx.AsyncBaseTransport, token_url: str, client_id: str,
@@ -111,4 +123,4 @@ def backing_auth_from_settings(
         token_url = settings.catalog_oauth_uri or f"{base_url.rstrip('/')}/v1/oauth/tokens"
         return ClientCredentialsAuth(transport, token_url, client_id, secret,
                                      settings.catalog_oauth_scope, timeout)
-    return PassThroughAuth()
+    return PassThroughAuth(settings.identity.pass_through_caller_token)

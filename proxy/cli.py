@@ -61,5 +61,15 @@ def catalog(**options: Any) -> None:
     _run(EmbeddedCatalog.from_settings(settings).app, settings)
 
 
+def _register_groups() -> None:
+    from proxy.identity.cli import principal
+    from proxy.policy.cli import policy
+
+    main.add_command(principal)
+    main.add_command(policy)
+
+
+_register_groups()
+
 if __name__ == "__main__":
     main()

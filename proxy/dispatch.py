@@ -13,6 +13,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute
 from starlette.types import Lifespan, Receive, Scope, Send
 
+from proxy.audit import AuditRecord
+from proxy.commit_intents import BackingAnswer
+from proxy.context import request_id
+from proxy.enforce import Gate
 from proxy.errors import (
     IcebergError,
     MethodNotAllowed,
@@ -37,18 +41,45 @@ class IcebergDispatcher:
 
     def __init__(
         self, routes: RouteTable, handlers: Mapping[str, Handler], fallback: Handler,
-        max_body_bytes: int,
+        max_body_bytes: int, gate: Gate | None = None,
     ) -> None:
         self._routes = routes
         self._handlers = dict(handlers)
         self._fallback = fallback
         self._max_body = max_body_bytes
+        self._gate = gate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._gate is None:
+            inbound = await self._read(scope, receive)
+            response = await self._handler(inbound)(inbound)
+            await response(scope, receive, send)
+            return
+        record = _record(scope)
+        try:
+            response = await self._governed(scope, receive, self._gate, record)
+            record.status = response.status_code
+            await response(scope, receive, send)
+        except IcebergError as exc:
+            record.status = exc.status
+            raise
+        finally:
+            self._gate.audit.write(record)
+
+    async def _governed(self, scope: Scope, receive: Receive, gate: Gate,
+                        record: AuditRecord) -> Response:
         inbound = await self._read(scope, receive)
-        handler = self._handlers.get(inbound.route.endpoint.name, self._fallback)
-        response = await handler(inbound)
-        await response(scope, receive, send)
+        record.endpoint = inbound.route.endpoint.name
+        try:
+            admission = await gate.admit(inbound, record)
+        except BackingAnswer as answer:  # the table could not be loaded to classify a commit
+            return Response(answer.body, answer.status, media_type=answer.content_type)
+        if admission.intent.listing:
+            return await gate.listing(inbound, admission)
+        return await self._handler(inbound)(inbound)
+
+    def _handler(self, inbound: InboundRequest) -> Handler:
+        return self._handlers.get(inbound.route.endpoint.name, self._fallback)
 
     async def _read(self, scope: Scope, receive: Receive) -> InboundRequest:
         method = scope["method"]
@@ -66,6 +97,21 @@ class IcebergDispatcher:
             method=method, raw_path=raw_path, query_string=scope.get("query_string", b""),
             headers=tuple(scope["headers"]), body=body, route=route,
         )
+
+
+def _record(scope: Scope) -> AuditRecord:
+    headers = dict(scope["headers"])
+    raw_path: bytes = scope.get("raw_path") or scope["path"].encode("utf-8")
+
+    def text(name: bytes) -> str | None:
+        value = headers.get(name)
+        return value.decode("latin-1") if value is not None else None
+
+    return AuditRecord(
+        request_id=request_id(scope), method=scope["method"], path=raw_path.decode("latin-1"),
+        endpoint="unknown", user_agent=text(b"user-agent"),
+        client_version=text(b"x-client-version"),
+    )
 
 
 def iceberg_app(

@@ -77,8 +77,17 @@ class Forwarder:
                 _stream(response), status_code=response.status_code,
                 background=BackgroundTask(response.aclose),
             )
-        relayed.raw_headers = _response_headers(response)
+        relayed.raw_headers = relayable_headers(response)
         return relayed
+
+    async def exchange(self, inbound: InboundRequest) -> httpx.Response:
+        """Send the request upstream and read the whole (decoded) answer."""
+        response = await self.send(inbound)
+        try:
+            await response.aread()
+        finally:
+            await response.aclose()
+        return response
 
     async def fetch(
         self, raw_path: bytes, query_string: bytes, caller_headers: tuple[tuple[bytes, bytes], ...]
@@ -138,7 +147,7 @@ def _relay_whole(response: httpx.Response) -> bool:
     return length is not None and length.isdigit() and int(length) <= WHOLE_BODY_LIMIT
 
 
-def _response_headers(response: httpx.Response) -> list[tuple[bytes, bytes]]:
+def relayable_headers(response: httpx.Response) -> list[tuple[bytes, bytes]]:
     """Upstream headers minus hop-by-hop ones; Content-Length stays (the bytes are unchanged)."""
     return [
         (k.lower(), v) for k, v in response.headers.raw

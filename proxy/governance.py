@@ -89,5 +89,6 @@ class Authorizer(Protocol):
     def decide(self, principal: Principal, action: Action, resource: str) -> Decision:
         """Allow or deny one action on one resource, naming the rule that decided."""
 
-    def can_see(self, principal: Principal, resource: str) -> bool:
-        """True if the principal holds any right on ``resource`` or on anything beneath it."""
+    def can_see(self, principal: Principal, resource: str, *, table: bool = False) -> bool:
+        """True if the principal holds any right on ``resource`` or on anything beneath it
+        (``table=True``: ``resource`` is a table, so only rights on the table itself count)."""

@@ -10,6 +10,7 @@ from starlette.responses import JSONResponse, Response
 from proxy.errors import BackingUnavailable, IcebergError
 from proxy.forward import Forwarder
 from proxy.inbound import InboundRequest
+from proxy.policy import PolicyAuthorizer
 
 CONFIG_PATH = b"/v1/config"
 
@@ -22,8 +23,9 @@ async def healthz(_: Request) -> JSONResponse:
 class BackingHandlers:
     """Handlers that need the backing catalog: readiness and ``GET /v1/config``."""
 
-    def __init__(self, forwarder: Forwarder) -> None:
+    def __init__(self, forwarder: Forwarder, authorizer: PolicyAuthorizer) -> None:
         self._forwarder = forwarder
+        self._authorizer = authorizer
 
     async def readyz(self, _: Request) -> JSONResponse:
         """Ready when the backing catalog answers its config endpoint without a server error."""
@@ -33,7 +35,8 @@ class BackingHandlers:
             raise BackingUnavailable(f"backing catalog not reachable: {exc.message}") from exc
         if response.status_code >= 500:
             raise BackingUnavailable(f"backing catalog answered {response.status_code}")
-        return JSONResponse({"status": "ready", "backing_status": response.status_code})
+        return JSONResponse({"status": "ready", "backing_status": response.status_code,
+                             "policy": self._authorizer.status.as_dict()})
 
     async def config(self, inbound: InboundRequest) -> Response:
         """The backing catalog's config, as the base that icegov's own additions extend."""

@@ -7,6 +7,10 @@ from pathlib import Path
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from proxy.audit import AuditSettings
+from proxy.identity.settings import IdentitySettings
+from proxy.policy.settings import PolicySettings
+
 
 class Timeouts(BaseSettings):
     """Timeouts (seconds) for calls to the backing catalog."""
@@ -48,6 +52,11 @@ class Settings(BaseSettings):
     max_body_bytes: int = 16 * 1024 * 1024
     timeouts: Timeouts = Timeouts()
     max_connections: int = 100
+    catalog_name: str = Field(
+        default="icegov", description="First segment of every policy resource path.")
+    identity: IdentitySettings = IdentitySettings()
+    policy: PolicySettings = PolicySettings()
+    audit: AuditSettings = AuditSettings()
 
     @model_validator(mode="after")
     def _one_backing_credential(self) -> Settings:

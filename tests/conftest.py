@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from proxy.app import create_app
-from proxy.settings import Settings
 from tests.support.servers import serve
+from tests.support.settings import settings_for_tests
 
 BACKENDS = ("embedded", "reference")
 
@@ -19,14 +19,13 @@ BACKENDS = ("embedded", "reference")
 def proxy_for(backend: str, workdir: Path) -> Iterator[str]:
     """An icegov proxy on a loopback port in front of ``backend``; yields its URL."""
     if backend == "embedded":
-        settings = Settings(warehouse=workdir / "warehouse")
-        with serve(create_app(settings)) as url:
+        with serve(create_app(settings_for_tests(workdir))) as url:
             yield url
         return
     from tests.support.reference_catalog import reference_catalog
 
     with reference_catalog(workdir) as catalog_uri, \
-            serve(create_app(Settings(catalog_uri=catalog_uri))) as url:
+            serve(create_app(settings_for_tests(workdir, catalog_uri=catalog_uri))) as url:
         yield url
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.settings import ADMIN
 from tests.support.spark import add_rest_catalog, start_spark
 
 
@@ -20,6 +21,6 @@ def spark() -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def cat(spark: Any, backend: str, proxy_url: str) -> str:
     """A Spark catalog named after the backend, pointed at the proxy; namespace ``db`` exists."""
-    add_rest_catalog(spark, backend, proxy_url)
+    add_rest_catalog(spark, backend, proxy_url, credential=ADMIN)
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {backend}.db")
     return backend

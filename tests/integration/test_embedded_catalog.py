@@ -10,8 +10,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from proxy.app import create_app
-from proxy.settings import Settings
 from tests.support.errors import assert_error_model
+from tests.support.settings import settings_for_tests
 
 SCHEMA = {"type": "struct", "schema-id": 0, "fields": [
     {"id": 1, "name": "id", "type": "long", "required": False}]}
@@ -19,7 +19,7 @@ SCHEMA = {"type": "struct", "schema-id": 0, "fields": [
 
 @pytest.fixture()
 def http(tmp_path: Path) -> Iterator[TestClient]:
-    with TestClient(create_app(Settings(warehouse=tmp_path / "wh"))) as client:
+    with TestClient(create_app(settings_for_tests(tmp_path, anonymous_admin=True))) as client:
         client.post("/v1/namespaces", json={"namespace": ["db"], "properties": {"owner": "me"}})
         yield client
 

@@ -15,10 +15,12 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
 
+from tests.support.settings import ADMIN
+
 
 @pytest.fixture()
 def catalog(proxy_url: str) -> RestCatalog:
-    return RestCatalog("proxy", uri=proxy_url)
+    return RestCatalog("proxy", uri=proxy_url, credential=ADMIN)
 
 
 @pytest.fixture()

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+from pyiceberg.schema import Schema
+from pyiceberg.table.metadata import new_table_metadata
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+from pyiceberg.types import LongType, NestedField
 from starlette.testclient import TestClient
 
 from proxy.app import Backing, create_app
-from proxy.settings import Settings
 from tests.support.errors import assert_error_model
+from tests.support.settings import ADMIN, settings_for_tests
 
 UPSTREAM = "http://backing.test/catalog"
 
@@ -29,24 +37,37 @@ class Upstream:
         return self._answer(request)
 
 
-def client_for(upstream: Upstream, **settings: object) -> TestClient:
-    app = create_app(Settings(catalog_uri=UPSTREAM, **settings),  # type: ignore[arg-type]
-                     Backing(httpx.MockTransport(upstream), UPSTREAM))
+def client_for(upstream: Upstream, tmp: Path | None = None, **settings: Any) -> TestClient:
+    """A proxy in front of ``upstream``; callers without a token act as an admin."""
+    workdir = tmp or Path(tempfile.mkdtemp(prefix="icegov-unit-"))
+    settings = settings_for_tests(workdir, anonymous_admin=True, catalog_uri=UPSTREAM, **settings)
+    app = create_app(settings, Backing(httpx.MockTransport(upstream), UPSTREAM))
     return TestClient(app, raise_server_exceptions=False)
+
+
+def icegov_token(client: TestClient, credential: str = ADMIN) -> str:
+    client_id, secret = credential.split(":")
+    response = client.post("/v1/oauth/tokens", data={
+        "grant_type": "client_credentials", "client_id": client_id, "client_secret": secret})
+    assert response.status_code == 200, response.text
+    return str(response.json()["access_token"])
 
 
 def test_raw_path_query_and_body_are_forwarded_byte_for_byte() -> None:
     upstream = Upstream()
-    body = b'{"requirements": [], "updates": []}'
+    body = b'{"removals": [],  "updates": {"k": "v"}}'
     with client_for(upstream) as client:
-        response = client.post("/v1/cat/namespaces/db%1Fsub/tables/t%2Fx?a=1&b=%20", content=body,
-                                headers={"content-type": "application/json", "x-custom": "kept"})
+        response = client.post("/v1/cat/namespaces/db%1Fsub/properties?a=1&b=%20", content=body,
+                               headers={"content-type": "application/json", "x-custom": "kept"})
+        loaded = client.get("/v1/cat/namespaces/db%1Fsub/tables/t%2Fx?snapshots=all")
     assert response.status_code == 200 and response.json() == {"ok": True}
-    [seen] = upstream.seen
-    assert seen.url.raw_path == b"/catalog/v1/cat/namespaces/db%1Fsub/tables/t%2Fx?a=1&b=%20"
-    assert seen.method == "POST"
-    assert seen.content == body
-    assert seen.headers["x-custom"] == "kept"
+    assert loaded.status_code == 200
+    first, second = upstream.seen
+    assert first.url.raw_path == b"/catalog/v1/cat/namespaces/db%1Fsub/properties?a=1&b=%20"
+    assert first.method == "POST"
+    assert first.content == body
+    assert first.headers["x-custom"] == "kept"
+    assert second.url.raw_path == b"/catalog/v1/cat/namespaces/db%1Fsub/tables/t%2Fx?snapshots=all"
 
 
 def test_hop_by_hop_headers_are_stripped_both_ways() -> None:
@@ -108,27 +129,54 @@ def _raise(exc: Exception) -> Callable[[httpx.Request], httpx.Response]:
     return answer
 
 
-@pytest.mark.parametrize(("path", "method", "status", "error_type"), [
-    ("/v1/namespaces", "GET", 503, "ServiceUnavailableException"),
-    ("/v1/namespaces/db/tables/t", "POST", 502, "CommitStateUnknownException"),
-    ("/v1/transactions/commit", "POST", 502, "CommitStateUnknownException"),
-])
-def test_unreachable_backing(path: str, method: str, status: int, error_type: str) -> None:
-    upstream = Upstream(_raise(httpx.ConnectError("refused")))
-    with client_for(upstream) as client:
-        response = client.request(method, path, content=b"{}")
-    assert_error_model(response, status, error_type)
+TABLE_METADATA = new_table_metadata(
+    Schema(NestedField(1, "id", LongType())), UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER,
+    "file:///tmp/icegov-unit/t", {})
+ALTER_COMMIT = json.dumps({
+    "requirements": [{"type": "assert-table-uuid", "uuid": str(TABLE_METADATA.table_uuid)}],
+    "updates": [{"action": "set-properties", "updates": {"k": "v"}}]})
+TRANSACTION = json.dumps({"table-changes": [
+    {"identifier": {"namespace": ["db"], "name": "t"}, **json.loads(ALTER_COMMIT)}]})
 
 
-@pytest.mark.parametrize(("path", "method", "error_type"), [
-    ("/v1/namespaces/db/tables/t", "GET", "GatewayTimeoutException"),
-    ("/v1/namespaces/db/tables/t", "POST", "CommitStateUnknownException"),
-])
-def test_backing_timeout_is_504_never_409(path: str, method: str, error_type: str) -> None:
-    upstream = Upstream(_raise(httpx.ReadTimeout("slow")))
+def _commits_fail_with(exc: Exception) -> Callable[[httpx.Request], httpx.Response]:
+    """Loading the table works (so the commit can be classified); the commit itself fails."""
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            metadata = json.loads(TABLE_METADATA.model_dump_json())
+            return httpx.Response(200, json={"metadata": metadata,
+                                             "metadata-location": "file:///tmp/icegov-unit/m.json"})
+        raise exc
+
+    return answer
+
+
+def test_unreachable_backing_outside_commits_is_503() -> None:
+    with client_for(Upstream(_raise(httpx.ConnectError("refused")))) as client:
+        assert_error_model(client.get("/v1/namespaces"), 503, "ServiceUnavailableException")
+
+
+@pytest.mark.parametrize("path", ["/v1/namespaces/db/tables/t", "/v1/transactions/commit"])
+def test_commit_that_cannot_reach_the_backing_has_unknown_outcome(path: str) -> None:
+    upstream = Upstream(_commits_fail_with(httpx.ConnectError("refused")))
+    body = ALTER_COMMIT if path.endswith("/t") else TRANSACTION
     with client_for(upstream) as client:
-        response = client.request(method, path, content=b"{}")
-    assert_error_model(response, 504, error_type)
+        response = client.post(path, content=body)
+    assert_error_model(response, 502, "CommitStateUnknownException")
+    assert upstream.seen[-1].method == "POST"  # classified, then the commit itself failed
+
+
+def test_backing_timeout_is_504() -> None:
+    with client_for(Upstream(_raise(httpx.ReadTimeout("slow")))) as client:
+        assert_error_model(client.get("/v1/namespaces/db/tables/t"), 504,
+                           "GatewayTimeoutException")
+
+
+def test_commit_timeout_is_504_never_409() -> None:
+    upstream = Upstream(_commits_fail_with(httpx.ReadTimeout("slow")))
+    with client_for(upstream) as client:
+        response = client.post("/v1/namespaces/db/tables/t", content=ALTER_COMMIT)
+    assert_error_model(response, 504, "CommitStateUnknownException")
 
 
 def test_config_comes_from_the_backing_catalog_with_query() -> None:
@@ -143,15 +191,26 @@ def test_config_comes_from_the_backing_catalog_with_query() -> None:
 def test_static_backing_token_replaces_the_callers_credentials() -> None:
     upstream = Upstream()
     with client_for(upstream, catalog_token="svc-token") as client:
-        client.get("/v1/namespaces", headers={"authorization": "Bearer caller"})
-    assert upstream.seen[0].headers.get_list("authorization") == ["Bearer svc-token"]
+        token = icegov_token(client)
+        client.get("/v1/namespaces", headers={"authorization": f"Bearer {token}"})
+    assert upstream.seen[-1].headers.get_list("authorization") == ["Bearer svc-token"]
 
 
-def test_without_backing_credentials_the_callers_header_passes_through() -> None:
+def test_the_callers_token_is_never_forwarded_by_default() -> None:
     upstream = Upstream()
     with client_for(upstream) as client:
-        client.get("/v1/namespaces", headers={"authorization": "Bearer caller"})
-    assert upstream.seen[0].headers["authorization"] == "Bearer caller"
+        token = icegov_token(client)
+        assert client.get("/v1/namespaces",
+                          headers={"authorization": f"Bearer {token}"}).status_code == 200
+    assert "authorization" not in upstream.seen[-1].headers
+
+
+def test_the_callers_token_is_forwarded_when_pass_through_is_configured() -> None:
+    upstream = Upstream()
+    with client_for(upstream, identity={"pass_through_caller_token": True}) as client:
+        token = icegov_token(client)
+        client.get("/v1/namespaces", headers={"authorization": f"Bearer {token}"})
+    assert upstream.seen[-1].headers["authorization"] == f"Bearer {token}"
 
 
 def test_client_credentials_are_exchanged_once_and_refreshed_after_401() -> None:

@@ -1,0 +1,105 @@
+"""The audit stream: one structured JSON line per decision, to stdout and/or a file.
+
+Every request that reaches a governed endpoint produces exactly one record, written after the
+outcome is known (status and latency), whether it was allowed, denied, hidden or failed. The
+fields are documented in the README ("Audit records").
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+import structlog
+from pydantic import BaseModel, ConfigDict
+
+from proxy.governance import Decision, Principal
+
+
+class AuditSettings(BaseModel):
+    """Where audit records go."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stdout: bool = True
+    file: Path | None = None
+
+
+@dataclass
+class AuditRecord:
+    """What happened to one request; filled in as the request is handled."""
+
+    request_id: str
+    method: str
+    path: str
+    endpoint: str
+    user_agent: str | None = None
+    client_version: str | None = None
+    principal: Principal | None = None
+    resources: tuple[str, ...] = ()
+    decisions: tuple[Decision, ...] = ()
+    decision: str = "error"  # "allow" | "deny" | "hidden" | "unauthenticated" | "error"
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    status: int | None = None
+    new_snapshot_ids: tuple[int, ...] = ()
+    started: float = field(default_factory=time.perf_counter)
+
+    def to_event(self) -> dict[str, Any]:
+        """The record as the JSON object written to the stream."""
+        principal = self.principal
+        return {
+            "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            "request_id": self.request_id,
+            "principal": principal.name if principal else None,
+            "roles": list(principal.roles) if principal else [],
+            "auth": principal.source if principal else None,
+            "client": {"user_agent": self.user_agent, "version": self.client_version},
+            "method": self.method,
+            "path": self.path,
+            "endpoint": self.endpoint,
+            "resources": list(self.resources),
+            "actions": sorted({str(d.action) for d in self.decisions}),
+            "decision": self.decision,
+            "rules": [_rule(d) for d in self.decisions],
+            "evidence": self.evidence,
+            "status": self.status,
+            "new_snapshot_ids": list(self.new_snapshot_ids),
+            "latency_ms": round((time.perf_counter() - self.started) * 1000, 3),
+        }
+
+
+def _rule(decision: Decision) -> dict[str, Any]:
+    return {"action": str(decision.action), "resource": decision.resource,
+            "allowed": decision.allowed, "rule": decision.rule}
+
+
+class AuditLog:
+    """Writes audit records as JSON lines through structlog."""
+
+    def __init__(self, settings: AuditSettings) -> None:
+        self._sinks: list[IO[str]] = []
+        if settings.stdout:
+            self._sinks.append(sys.stdout)
+        if settings.file is not None:
+            settings.file.parent.mkdir(parents=True, exist_ok=True)
+            self._sinks.append(settings.file.open("a", encoding="utf-8"))
+        self._render = structlog.processors.JSONRenderer(sort_keys=False)
+        self._lock = threading.Lock()
+
+    def write(self, record: AuditRecord) -> None:
+        """Append one record to every sink (one line each, flushed)."""
+        line = str(self._render(None, "audit", {"event": "audit", **record.to_event()}))
+        with self._lock:
+            for sink in self._sinks:
+                sink.write(line + "\n")
+                sink.flush()
+
+    def close(self) -> None:
+        for sink in self._sinks:
+            if sink is not sys.stdout:
+                sink.close()

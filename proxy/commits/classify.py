@@ -1,0 +1,153 @@
+"""Classify one table commit by what it really does: ``classify_commit``.
+
+1. Every update goes through its classifier (``updates``); unknown actions need every right.
+2. Refs are judged by their net effect. A ref that ends on a snapshot added by this commit is a
+   data change, verified against the ref's state before the commit (``snapshots``); creating a
+   ref other than ``main``, or starting a ref from an existing snapshot, is MANAGE_SNAPSHOTS. A
+   ref that ends on a snapshot the commit did not add (rollback, fast-forward, retention change)
+   or is removed is MANAGE_SNAPSHOTS. A ref removed and then set to a new snapshot in the same
+   commit (``CREATE OR REPLACE TABLE ... AS SELECT``) is replaced: its new snapshots are measured
+   against nothing and all its previous rows are dropped, a DELETE (with any INSERT: UPDATE).
+3. Each added snapshot is verified by reading the difference between its manifest list and its
+   predecessor's (``diff``) and classified from that (``rules``); where the summary or the
+   manifests' bookkeeping disagree with what the files show, the evidence says so.
+
+A commit that cannot be verified raises ``UnverifiableCommit`` (400).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pyiceberg.io import FileIO
+from pyiceberg.manifest import ManifestFile
+from pyiceberg.table.metadata import TableMetadata
+
+from proxy.commits.diff import SnapshotChange, diff_snapshot
+from proxy.commits.intent import CommitEvidence, CommitIntent, FileCounts, UnverifiableCommit
+from proxy.commits.manifests import read_manifests
+from proxy.commits.rules import claim_disagreements, data_action, merge_data_actions
+from proxy.commits.snapshots import StepPlan, optional_id, plan_steps
+from proxy.commits.updates import CommitScan, apply_update
+from proxy.governance import Action
+
+MAIN_BRANCH = "main"
+
+
+def creates_table(body: Mapping[str, Any]) -> bool:
+    """True if a commit (or a ``table-changes`` entry) creates its table (``assert-create``)."""
+    return any(isinstance(r, dict) and r.get("type") == "assert-create"
+               for r in _list(body, "requirements"))
+
+
+def classify_commit(body: Mapping[str, Any], base: TableMetadata | None,
+                    io: FileIO) -> CommitIntent:
+    """Everything a table commit needs, verified against its manifests.
+
+    ``body`` is the raw commit JSON (``requirements`` and ``updates``), ``base`` the table's
+    current metadata (None for a create), ``io`` a FileIO that can read its manifests.
+    """
+    creating = creates_table(body)
+    if base is None and not creating:
+        raise UnverifiableCommit("cannot verify a commit to a table without its metadata")
+    scan = CommitScan(base=None if creating else base, creating=creating)
+    for update in _list(body, "updates"):
+        apply_update(update, scan)
+    plan = _plan(scan, _asserted_refs(body))
+    changes = [_verify(scan, plan, step_key, io) for step_key in plan.steps]
+    return _intent(scan, plan, changes)
+
+
+def _list(body: Mapping[str, Any], key: str) -> list[Any]:
+    value = body.get(key) or []
+    if not isinstance(value, list):
+        raise UnverifiableCommit(f"commit {key} must be a list")
+    return value
+
+
+def _asserted_refs(body: Mapping[str, Any]) -> dict[str, int | None]:
+    asserted: dict[str, int | None] = {}
+    for r in _list(body, "requirements"):
+        if isinstance(r, dict) and r.get("type") == "assert-ref-snapshot-id":
+            asserted[str(r.get("ref"))] = optional_id(r.get("snapshot-id"), "asserted snapshot-id")
+    return asserted
+
+
+def _plan(scan: CommitScan, asserted: Mapping[str, int | None]) -> StepPlan:
+    """Judge ref moves (adding MANAGE_SNAPSHOTS where due) and plan the snapshots to verify."""
+    base_refs = {} if scan.base is None else {n: r.snapshot_id for n, r in scan.base.refs.items()}
+    targets: dict[str, int] = {}
+    for ref, target in scan.refs.items():
+        if target is None or target not in scan.added:
+            scan.actions.add(Action.MANAGE_SNAPSHOTS)
+            continue
+        targets[ref] = target
+        if ref != MAIN_BRANCH and ref not in base_refs:
+            scan.actions.add(Action.MANAGE_SNAPSHOTS)
+    predecessors = {ref: None if ref in scan.reset_refs else asserted.get(ref, base_refs.get(ref))
+                    for ref in targets}
+    plan = plan_steps(scan.added, targets, predecessors)
+    if plan.forks:
+        scan.actions.add(Action.MANAGE_SNAPSHOTS)
+    plan.replaces = any(base_refs.get(ref) is not None for ref in scan.reset_refs & set(targets))
+    return plan
+
+
+def _verify(scan: CommitScan, plan: StepPlan, key: tuple[int, int | None],
+            io: FileIO) -> tuple[SnapshotChange, Action]:
+    step = plan.steps[key]
+    before = _manifests_of(scan, step.before_id, io)
+    snapshot = step.snapshot
+    change = diff_snapshot(io, snapshot.snapshot_id, snapshot.manifest_list, before)
+    return change, data_action(change, snapshot.operation)
+
+
+def _manifests_of(scan: CommitScan, snapshot_id: int | None,
+                  io: FileIO) -> tuple[ManifestFile, ...]:
+    """The manifests of the state a step replaces: a base snapshot, a new one, or nothing."""
+    if snapshot_id is None:
+        return ()
+    if snapshot_id in scan.added:
+        return read_manifests(io, scan.added[snapshot_id].manifest_list)
+    known = None if scan.base is None else scan.base.snapshot_by_id(snapshot_id)
+    if known is None:
+        raise UnverifiableCommit(f"cannot verify the commit: parent snapshot {snapshot_id} is "
+                                 "not in the table")
+    return read_manifests(io, known.manifest_list)
+
+
+def _intent(scan: CommitScan, plan: StepPlan,
+            changes: list[tuple[SnapshotChange, Action]]) -> CommitIntent:
+    data = merge_data_actions({action for _, action in changes}
+                              | ({Action.DELETE} if plan.replaces else set()))
+    actions = scan.actions | data | _pending_actions(scan)
+    reasons = [*plan.anomalies, *_reasons(scan, changes)]
+    evidence = CommitEvidence(
+        operations=tuple(s.operation or "none" for s in scan.added.values()),
+        classification="+".join(sorted(a.value for a in data)) or None,
+        counts=sum((c.counts for c, _ in changes), FileCounts()),
+        snapshot_ids=tuple(scan.added),
+        verified=not reasons,
+        mismatch="; ".join(reasons) or None,
+        unknown_actions=tuple(scan.unknown),
+    )
+    return CommitIntent(frozenset(actions or {Action.ALTER}), evidence)
+
+
+def _pending_actions(scan: CommitScan) -> set[Action]:
+    """Actions that depend on the whole commit: statistics and encryption keys."""
+    pending: set[Action] = set()
+    if scan.removed_statistics - scan.removed_snapshots:
+        pending.add(Action.REWRITE)
+    if scan.adds_key and not scan.added:
+        pending.add(scan.metadata_action)
+    return pending
+
+
+def _reasons(scan: CommitScan, changes: list[tuple[SnapshotChange, Action]]) -> list[str]:
+    reasons: list[str] = []
+    for change, action in changes:
+        summary = scan.added[change.snapshot_id].summary
+        reasons += [*change.anomalies, *claim_disagreements(change, summary, action)]
+    return list(dict.fromkeys(reasons))

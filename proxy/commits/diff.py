@@ -1,0 +1,186 @@
+"""What one new snapshot changes, computed from manifests rather than taken from its summary.
+
+The state a snapshot replaces is its predecessor's manifest list. Only the difference is read:
+manifests in the new list but not the old one ("fresh", which must be the new snapshot's own) and
+manifests in the old list but not the new one ("dropped"). Manifests in both are unchanged and are
+not opened. The truth is the set difference of live files:
+
+* added   = live in fresh manifests, not live in dropped ones;
+* removed = live in dropped manifests, not live in fresh ones.
+
+Entry statuses are then checked against that truth: ADDED/DELETED entries must carry the new
+snapshot's id, EXISTING entries must come from a dropped manifest (otherwise they add data under a
+harmless status), and every live entry of a dropped manifest must reappear as EXISTING or DELETED
+(otherwise data was deleted silently). Violations are reported as anomalies; the classification
+uses the set difference either way.
+
+A removed delete file re-exposes the rows it deleted unless it is
+
+* expired: its sequence number is below every live data file's, so it applies to nothing;
+* orphaned: the one data file it applies to is removed by the same snapshot; or
+* superseded: an added delete file for the same data file deletes at least as many rows
+  (a deletion vector or file-scoped delete merged into a new one).
+
+The rest are ``exposing`` deletes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pyiceberg.io import FileIO
+from pyiceberg.manifest import ManifestContent, ManifestEntryStatus, ManifestFile
+
+from proxy.commits.intent import FileCounts, UnverifiableCommit
+from proxy.commits.manifests import ContentFile, Entry, read_entries, read_manifests
+
+_Key = tuple[bool, str, int | None]
+_MAX_NAMED = 3
+
+
+@dataclass(frozen=True)
+class SnapshotChange:
+    """The files one snapshot adds and removes, with what its manifests got wrong."""
+
+    snapshot_id: int
+    added: tuple[ContentFile, ...] = ()
+    removed: tuple[ContentFile, ...] = ()
+    exposing_deletes: tuple[ContentFile, ...] = ()
+    anomalies: tuple[str, ...] = ()
+
+    @property
+    def added_data(self) -> tuple[ContentFile, ...]:
+        return tuple(f for f in self.added if f.is_data)
+
+    @property
+    def removed_data(self) -> tuple[ContentFile, ...]:
+        return tuple(f for f in self.removed if f.is_data)
+
+    @property
+    def added_deletes(self) -> tuple[ContentFile, ...]:
+        return tuple(f for f in self.added if not f.is_data)
+
+    @property
+    def removed_deletes(self) -> tuple[ContentFile, ...]:
+        return tuple(f for f in self.removed if not f.is_data)
+
+    @property
+    def counts(self) -> FileCounts:
+        return FileCounts(
+            added_data_files=len(self.added_data), removed_data_files=len(self.removed_data),
+            added_delete_files=len(self.added_deletes),
+            removed_delete_files=len(self.removed_deletes),
+            added_records=records(self.added_data), deleted_records=records(self.removed_data))
+
+
+def records(files: Iterable[ContentFile]) -> int:
+    """Total record count of ``files``."""
+    return sum(f.records for f in files)
+
+
+def diff_snapshot(io: FileIO, snapshot_id: int, manifest_list: str,
+                  before: tuple[ManifestFile, ...]) -> SnapshotChange:
+    """Read what snapshot ``snapshot_id`` changes relative to the manifests in ``before``."""
+    after = read_manifests(io, manifest_list)
+    _require_unique(after)
+    old_paths = {m.manifest_path for m in before}
+    new_paths = {m.manifest_path for m in after}
+    fresh = [m for m in after if m.manifest_path not in old_paths]
+    kept = [m for m in before if m.manifest_path in new_paths]
+    fresh_entries = [e for m in fresh for e in read_entries(io, m)]
+    dropped_live = _live({}, (e for m in before if m.manifest_path not in new_paths
+                              for e in read_entries(io, m)))
+    anomalies = [*_foreign_manifests(snapshot_id, fresh),
+                 *_status_anomalies(snapshot_id, fresh_entries, dropped_live)]
+    return _change(snapshot_id, fresh_entries, dropped_live, kept, anomalies)
+
+
+def _change(snapshot_id: int, fresh_entries: list[Entry], dropped_live: dict[_Key, ContentFile],
+            kept: list[ManifestFile], anomalies: list[str]) -> SnapshotChange:
+    fresh_live = _live({}, fresh_entries)
+    added = tuple(f for k, f in fresh_live.items() if k not in dropped_live)
+    removed = tuple(f for k, f in dropped_live.items() if k not in fresh_live)
+    floor = _min_data_sequence(kept, fresh_live.values())
+    exposing = _exposing(removed, added, floor)
+    return SnapshotChange(snapshot_id, added, removed, exposing, tuple(anomalies))
+
+
+def _require_unique(manifests: tuple[ManifestFile, ...]) -> None:
+    paths = [m.manifest_path for m in manifests]
+    if len(set(paths)) != len(paths):
+        raise UnverifiableCommit("cannot verify the commit: its manifest list names a manifest "
+                                 "twice")
+
+
+def _live(into: dict[_Key, ContentFile], entries: Iterable[Entry]) -> dict[_Key, ContentFile]:
+    for entry in entries:
+        if not entry.live:
+            continue
+        if entry.file.key in into:
+            raise UnverifiableCommit(f"cannot verify the commit: {entry.file.path} is listed "
+                                     "live twice")
+        into[entry.file.key] = entry.file
+    return into
+
+
+def _foreign_manifests(snapshot_id: int, fresh: list[ManifestFile]) -> list[str]:
+    foreign = [m.manifest_path for m in fresh if m.added_snapshot_id != snapshot_id]
+    if not foreign:
+        return []
+    return [f"manifests not in the parent's list and not added by snapshot {snapshot_id}: "
+            f"{_named(foreign)}"]
+
+
+def _status_anomalies(snapshot_id: int, fresh: list[Entry],
+                      dropped_live: dict[_Key, ContentFile]) -> list[str]:
+    changed = ManifestEntryStatus.ADDED, ManifestEntryStatus.DELETED
+    foreign = [e.file.path for e in fresh if e.status in changed and e.snapshot_id != snapshot_id]
+    smuggled = [e.file.path for e in fresh
+                if e.status == ManifestEntryStatus.EXISTING and e.file.key not in dropped_live]
+    listed = {e.file.key for e in fresh}
+    dropped = [f.path for k, f in dropped_live.items() if k not in listed]
+    return [message + _named(paths) for message, paths in (
+        (f"entries added or deleted under another snapshot id than {snapshot_id}: ", foreign),
+        ("EXISTING entries for files no replaced manifest held: ", smuggled),
+        ("files silently dropped with their manifest: ", dropped)) if paths]
+
+
+def _min_data_sequence(kept: list[ManifestFile], fresh_live: Iterable[ContentFile]) -> int | None:
+    """The lowest data sequence number of any live data file after the snapshot (None: no data)."""
+    floors = [m.min_sequence_number for m in kept
+              if m.content == ManifestContent.DATA and _has_live_files(m)]
+    floors += [f.sequence_number or 0 for f in fresh_live if f.is_data]
+    return min(floors, default=None)
+
+
+def _has_live_files(manifest: ManifestFile) -> bool:
+    return manifest.has_added_files() or manifest.has_existing_files()
+
+
+def _exposing(removed: tuple[ContentFile, ...], added: tuple[ContentFile, ...],
+              floor: int | None) -> tuple[ContentFile, ...]:
+    gone = {f.path for f in removed if f.is_data}
+    replacements = [f for f in added if not f.is_data and f.referenced_data_file]
+    return tuple(f for f in removed if not f.is_data
+                 and not _expired(f, floor)
+                 and f.referenced_data_file not in gone
+                 and not _superseded(f, replacements))
+
+
+def _expired(delete: ContentFile, floor: int | None) -> bool:
+    if floor is None:
+        return True
+    return delete.sequence_number is not None and delete.sequence_number < floor
+
+
+def _superseded(delete: ContentFile, replacements: list[ContentFile]) -> bool:
+    target = delete.referenced_data_file
+    return target is not None and any(
+        r.referenced_data_file == target and r.records >= delete.records for r in replacements)
+
+
+def _named(paths: list[str]) -> str:
+    shown = ", ".join(paths[:_MAX_NAMED])
+    more = len(paths) - _MAX_NAMED
+    return f"{shown} (and {more} more)" if more > 0 else shown

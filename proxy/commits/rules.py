@@ -1,0 +1,106 @@
+"""From what a snapshot changes to the data action it needs, and where its summary lies.
+
+A snapshot is classified by its manifests (``diff.SnapshotChange``), never by its summary:
+
+========================================  =========
+what the manifests show                   action
+========================================  =========
+only data files added                     INSERT
+data files removed and/or delete files    DELETE
+added, no data added
+data added and data removed or deletes    UPDATE
+added; or any delete file removed that
+may re-expose rows (see ``diff``)
+``replace`` that is data-equivalent       REWRITE
+nothing changed                           what the summary claims (append → INSERT, delete
+                                          → DELETE, replace → REWRITE, otherwise UPDATE)
+========================================  =========
+
+A ``replace`` is data-equivalent when it cannot make more rows visible, judged by record counts
+(file contents are not read): data files are removed if and only if data files are added, and
+added data records do not exceed removed ones; delete files are added only in place of removed
+ones, and no more delete records are added than removed; and ``added data - removed data +
+exposing deletes - added deletes <= 0`` in records. A ``replace`` that fails this is classified by
+its shape (usually UPDATE) and its summary is reported as a mismatch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from proxy.commits.diff import SnapshotChange, records
+from proxy.governance import Action
+
+KNOWN_OPERATIONS = ("append", "replace", "overwrite", "delete")
+_CLAIMED = {"append": Action.INSERT, "delete": Action.DELETE, "replace": Action.REWRITE}
+_COMPATIBLE: dict[str, frozenset[Action]] = {
+    "append": frozenset({Action.INSERT}),
+    "delete": frozenset({Action.DELETE}),
+    "replace": frozenset({Action.REWRITE}),
+    "overwrite": frozenset({Action.INSERT, Action.DELETE, Action.UPDATE}),
+}
+
+
+def data_action(change: SnapshotChange, operation: str | None) -> Action:
+    """The one data action a snapshot's change needs, given its claimed ``operation``."""
+    if operation == "replace" and is_data_equivalent(change):
+        return Action.REWRITE
+    return shape_action(change) or _CLAIMED.get(operation or "", Action.UPDATE)
+
+
+def shape_action(change: SnapshotChange) -> Action | None:
+    """INSERT / DELETE / UPDATE from the files alone; None when no file changed."""
+    adds = bool(change.added_data)
+    removes = bool(change.removed_data or change.added_deletes)
+    if change.exposing_deletes or (adds and removes):
+        return Action.UPDATE
+    if adds:
+        return Action.INSERT
+    return Action.DELETE if removes else None
+
+
+def is_data_equivalent(change: SnapshotChange) -> bool:
+    """True if the change cannot make more rows visible (record counts, see module doc)."""
+    data_in, data_out = records(change.added_data), records(change.removed_data)
+    deletes_in, deletes_out = records(change.added_deletes), records(change.removed_deletes)
+    exposed = records(change.exposing_deletes)
+    return (bool(change.added_data) == bool(change.removed_data)
+            and (not change.added_deletes or bool(change.removed_deletes))
+            and data_in <= data_out and deletes_in <= deletes_out
+            and data_in - data_out + exposed - deletes_in <= 0)
+
+
+def claim_disagreements(change: SnapshotChange, summary: Mapping[str, str],
+                        action: Action) -> list[str]:
+    """Where a snapshot's summary (operation and counts) disagrees with its manifests."""
+    snapshot = change.snapshot_id
+    operation = summary.get("operation")
+    if operation is None:
+        return [f"snapshot {snapshot} has no operation in its summary"]
+    if operation not in _COMPATIBLE:
+        return [f"snapshot {snapshot} claims unknown operation {operation!r}"]
+    found = [] if action in _COMPATIBLE[operation] else [
+        f"snapshot {snapshot} claims {operation!r} but its manifests show {action.value}"]
+    return found + _count_disagreements(change, summary)
+
+
+def _count_disagreements(change: SnapshotChange, summary: Mapping[str, str]) -> list[str]:
+    counts = change.counts
+    actual = {
+        "added-data-files": counts.added_data_files,
+        "deleted-data-files": counts.removed_data_files,
+        "added-records": counts.added_records,
+        "deleted-records": counts.deleted_records,
+        "added-delete-files": counts.added_delete_files,
+        "removed-delete-files": counts.removed_delete_files,
+    }
+    return [f"snapshot {change.snapshot_id} summary says {key}={summary[key]}, manifests show "
+            f"{value}" for key, value in actual.items()
+            if key in summary and summary[key] != str(value)]
+
+
+def merge_data_actions(actions: set[Action]) -> set[Action]:
+    """Snapshots of one commit that insert and delete between them amount to an UPDATE."""
+    if {Action.INSERT, Action.DELETE} <= actions:
+        return (actions - {Action.INSERT, Action.DELETE}) | {Action.UPDATE}
+    return actions

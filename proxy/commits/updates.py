@@ -1,0 +1,181 @@
+"""One small classifier per table update action, in a dispatch table checked at start-up.
+
+Each classifier reads one raw update (a JSON object) and records what it needs in a
+``CommitScan``; snapshots and refs are only collected here and judged once the whole commit has
+been read (``classify``). The decisions for metadata-only updates:
+
+* schema, partition spec, sort order, properties, location, format version, removing old schemas
+  or specs: ALTER (CREATE_TABLE inside a create, ``assert-create``);
+* ``assign-uuid``: CREATE_TABLE inside a create; on an existing table it swaps the table's
+  identity, so it needs every table right (like an unknown action);
+* ``set-statistics`` / ``set-partition-statistics``: REWRITE. Statistics are derived from the
+  data by maintenance jobs (like compaction) and never change what a query returns;
+* ``remove-statistics`` / ``remove-partition-statistics``: nothing more when the same commit
+  removes that snapshot (snapshot expiry sends both), else REWRITE;
+* ``add-encryption-key``: nothing more when the commit adds a snapshot (the key belongs to its
+  files) or creates the table, else ALTER;
+* ``remove-encryption-key``: ALTER and DELETE, since files encrypted with it become unreadable;
+* ``remove-snapshots``: MANAGE_SNAPSHOTS; ``set-snapshot-ref``/``remove-snapshot-ref``: judged
+  per ref at the end (see ``classify``).
+
+An action not in the table needs every table right (``TABLE_ACTIONS``) and is listed in the
+evidence. ``check_classification_complete`` fails start-up if an action of the REST spec has no
+classifier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyiceberg.table.metadata import TableMetadata
+
+from proxy.commits.intent import UnverifiableCommit
+from proxy.commits.snapshots import ClaimedSnapshot, optional_id, parse_snapshot, require_id
+from proxy.governance import TABLE_ACTIONS, Action
+
+SPEC_TABLE_UPDATES: tuple[str, ...] = (
+    "assign-uuid", "upgrade-format-version", "add-schema", "set-current-schema", "add-spec",
+    "set-default-spec", "add-sort-order", "set-default-sort-order", "add-snapshot",
+    "set-snapshot-ref", "remove-snapshots", "remove-snapshot-ref", "set-location",
+    "set-properties", "remove-properties", "set-statistics", "remove-statistics",
+    "set-partition-statistics", "remove-partition-statistics", "remove-partition-specs",
+    "remove-schemas", "add-encryption-key", "remove-encryption-key",
+)
+"""Every ``TableUpdate`` of the Iceberg REST spec (rest-catalog-open-api.yaml, ``TableUpdate``)."""
+
+
+class IncompleteClassification(RuntimeError):
+    """Some update action of the REST spec has no classifier: refuse to start."""
+
+
+@dataclass
+class CommitScan:
+    """What the updates of one commit say, collected in order."""
+
+    base: TableMetadata | None
+    creating: bool
+    actions: set[Action] = field(default_factory=set)
+    unknown: list[str] = field(default_factory=list)
+    added: dict[int, ClaimedSnapshot] = field(default_factory=dict)
+    refs: dict[str, int | None] = field(default_factory=dict)  # final target; None = removed
+    reset_refs: set[str] = field(default_factory=set)  # removed at some point in the commit
+    removed_snapshots: set[int] = field(default_factory=set)
+    removed_statistics: set[int] = field(default_factory=set)
+    adds_key: bool = False
+
+    @property
+    def metadata_action(self) -> Action:
+        """ALTER, or CREATE_TABLE when the commit creates the table."""
+        return Action.CREATE_TABLE if self.creating else Action.ALTER
+
+
+Classifier = Callable[[Mapping[str, Any], CommitScan], None]
+
+
+def _metadata(_: Mapping[str, Any], scan: CommitScan) -> None:
+    scan.actions.add(scan.metadata_action)
+
+
+def _assign_uuid(_: Mapping[str, Any], scan: CommitScan) -> None:
+    scan.actions.update({Action.CREATE_TABLE} if scan.creating else TABLE_ACTIONS)
+
+
+def _add_snapshot(update: Mapping[str, Any], scan: CommitScan) -> None:
+    snapshot = parse_snapshot(update.get("snapshot"))
+    scan.added[snapshot.snapshot_id] = snapshot
+
+
+def _set_snapshot_ref(update: Mapping[str, Any], scan: CommitScan) -> None:
+    target = require_id(update.get("snapshot-id"), "set-snapshot-ref snapshot-id")
+    scan.refs[_ref_name(update)] = target
+
+
+def _remove_snapshot_ref(update: Mapping[str, Any], scan: CommitScan) -> None:
+    name = _ref_name(update)
+    scan.refs[name] = None
+    scan.reset_refs.add(name)
+
+
+def _remove_snapshots(update: Mapping[str, Any], scan: CommitScan) -> None:
+    ids = update.get("snapshot-ids")
+    if not isinstance(ids, list):
+        raise UnverifiableCommit("remove-snapshots needs a list of snapshot-ids")
+    scan.removed_snapshots.update(require_id(i, "remove-snapshots id") for i in ids)
+    scan.actions.add(Action.MANAGE_SNAPSHOTS)
+
+
+def _set_statistics(_: Mapping[str, Any], scan: CommitScan) -> None:
+    scan.actions.add(Action.REWRITE)
+
+
+def _remove_statistics(update: Mapping[str, Any], scan: CommitScan) -> None:
+    snapshot_id = optional_id(update.get("snapshot-id"), "remove-statistics snapshot-id")
+    if snapshot_id is None:
+        scan.actions.add(Action.REWRITE)
+    else:
+        scan.removed_statistics.add(snapshot_id)
+
+
+def _add_encryption_key(_: Mapping[str, Any], scan: CommitScan) -> None:
+    scan.adds_key = True
+
+
+def _remove_encryption_key(_: Mapping[str, Any], scan: CommitScan) -> None:
+    scan.actions.update({Action.ALTER, Action.DELETE})
+
+
+def _ref_name(update: Mapping[str, Any]) -> str:
+    name = update.get("ref-name")
+    if not isinstance(name, str) or not name:
+        raise UnverifiableCommit(f"{update.get('action')} needs a ref-name")
+    return name
+
+
+UPDATE_CLASSIFIERS: Mapping[str, Classifier] = {
+    "assign-uuid": _assign_uuid,
+    "upgrade-format-version": _metadata,
+    "add-schema": _metadata,
+    "set-current-schema": _metadata,
+    "add-spec": _metadata,
+    "set-default-spec": _metadata,
+    "add-sort-order": _metadata,
+    "set-default-sort-order": _metadata,
+    "set-location": _metadata,
+    "set-properties": _metadata,
+    "remove-properties": _metadata,
+    "remove-partition-specs": _metadata,
+    "remove-schemas": _metadata,
+    "add-snapshot": _add_snapshot,
+    "set-snapshot-ref": _set_snapshot_ref,
+    "remove-snapshot-ref": _remove_snapshot_ref,
+    "remove-snapshots": _remove_snapshots,
+    "set-statistics": _set_statistics,
+    "set-partition-statistics": _set_statistics,
+    "remove-statistics": _remove_statistics,
+    "remove-partition-statistics": _remove_statistics,
+    "add-encryption-key": _add_encryption_key,
+    "remove-encryption-key": _remove_encryption_key,
+}
+
+
+def apply_update(update: Any, scan: CommitScan) -> None:
+    """Run the classifier for one raw update; an unknown action needs every table right."""
+    if not isinstance(update, dict) or not isinstance(update.get("action"), str):
+        raise UnverifiableCommit(f"every update needs an action, got {update!r:.100}")
+    classifier = UPDATE_CLASSIFIERS.get(update["action"])
+    if classifier is None:
+        scan.unknown.append(update["action"])
+        scan.actions.update(TABLE_ACTIONS)
+        return
+    classifier(update, scan)
+
+
+def check_classification_complete(
+        classifiers: Mapping[str, Classifier] = UPDATE_CLASSIFIERS) -> None:
+    """Raise ``IncompleteClassification`` if a REST spec update action has no classifier."""
+    missing = [action for action in SPEC_TABLE_UPDATES if action not in classifiers]
+    if missing:
+        raise IncompleteClassification(
+            f"no commit classifier for update action(s): {', '.join(missing)}")
