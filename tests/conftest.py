@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,18 +17,31 @@ from tests.support.settings import settings_for_tests
 BACKENDS = ("embedded", "reference")
 
 
+@dataclass(frozen=True)
+class RunningProxy:
+    """A proxy serving on a loopback port, and the directory holding its audit log."""
+
+    url: str
+    workdir: Path
+
+    @property
+    def audit_log(self) -> Path:
+        return self.workdir / "audit.log"
+
+
 @contextlib.contextmanager
-def proxy_for(backend: str, workdir: Path) -> Iterator[str]:
-    """An icegov proxy on a loopback port in front of ``backend``; yields its URL."""
+def proxy_for(backend: str, workdir: Path, **settings: Any) -> Iterator[RunningProxy]:
+    """An icegov proxy on a loopback port in front of ``backend``."""
     if backend == "embedded":
-        with serve(create_app(settings_for_tests(workdir))) as url:
-            yield url
+        with serve(create_app(settings_for_tests(workdir, **settings))) as url:
+            yield RunningProxy(url, workdir)
         return
     from tests.support.reference_catalog import reference_catalog
 
-    with reference_catalog(workdir) as catalog_uri, \
-            serve(create_app(settings_for_tests(workdir, catalog_uri=catalog_uri))) as url:
-        yield url
+    with reference_catalog(workdir) as catalog_uri:
+        app = create_app(settings_for_tests(workdir, catalog_uri=catalog_uri, **settings))
+        with serve(app) as url:
+            yield RunningProxy(url, workdir)
 
 
 @pytest.fixture(scope="session", params=BACKENDS)
@@ -36,7 +51,12 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def proxy_url(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def proxy(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProxy]:
     """The proxy in front of the current backend, for the whole test session."""
-    with proxy_for(backend, tmp_path_factory.mktemp(backend)) as url:
-        yield url
+    with proxy_for(backend, tmp_path_factory.mktemp(backend)) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def proxy_url(proxy: RunningProxy) -> str:
+    return proxy.url

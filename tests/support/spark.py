@@ -32,10 +32,15 @@ def start_spark() -> Any:
 
 
 def add_rest_catalog(spark: Any, name: str, uri: str, **options: str) -> None:
-    """Register (or re-point) Spark catalog ``name`` at an Iceberg REST ``uri``."""
+    """Register (or re-point) Spark catalog ``name`` at an Iceberg REST ``uri``.
+
+    Table caching is off: several catalogs (one per principal) see the same tables, and every
+    read must show the catalog's current state, not a copy cached by an earlier statement.
+    """
     prefix = f"spark.sql.catalog.{name}"
     spark.conf.set(prefix, "org.apache.iceberg.spark.SparkCatalog")
     spark.conf.set(f"{prefix}.type", "rest")
     spark.conf.set(f"{prefix}.uri", uri)
+    spark.conf.set(f"{prefix}.cache-enabled", "false")
     for key, value in options.items():
         spark.conf.set(f"{prefix}.{key}", value)
