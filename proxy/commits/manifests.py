@@ -97,9 +97,16 @@ def _guarded(what: str, read: Callable[[], T]) -> T:
     try:
         return read()
     except Exception as exc:  # any I/O or decoding failure means: not verifiable
-        reason = (str(exc) or type(exc).__name__)[:_MAX_REASON]
-        raise UnverifiableCommit(f"cannot verify the commit: {what} is unreadable ({reason})") \
-            from exc
+        raise UnverifiableCommit(
+            f"cannot verify the commit: {what} is unreadable ({_reason(exc)})") from exc
+
+
+def _reason(exc: Exception) -> str:
+    """I/O errors say what went wrong; decoding errors only their type (their text can quote
+    bytes of whatever file the client pointed at)."""
+    if isinstance(exc, OSError):
+        return (str(exc) or type(exc).__name__)[:_MAX_REASON]
+    return f"not a readable Avro file: {type(exc).__name__}"
 
 
 def _entry(manifest: ManifestFile, raw: ManifestEntry) -> Entry:

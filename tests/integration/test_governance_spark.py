@@ -52,7 +52,8 @@ def demo_table(spark: Any, cats: dict[str, str], mode: str = "copy-on-write") ->
 def state(spark: Any, cats: dict[str, str], table: str) -> tuple[list[Any], list[Any]]:
     """(rows, snapshot ids) of a table, read as admin."""
     full = f"{cats['admin']}.{table}"
-    return rows(spark, f"SELECT * FROM {full}"), rows(spark, f"SELECT snapshot_id FROM {full}.snapshots")
+    snapshots = rows(spark, f"SELECT snapshot_id FROM {full}.snapshots")
+    return rows(spark, f"SELECT * FROM {full}"), snapshots
 
 
 def assert_refused(spark: Any, cats: dict[str, str], table: str, statement: str) -> None:
@@ -146,7 +147,8 @@ def test_admin_can_do_everything(spark: Any, cats: dict[str, str]) -> None:
 
 def test_tables_without_rights_are_invisible(spark: Any, cats: dict[str, str]) -> None:
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {cats['admin']}.secret")
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {cats['admin']}.secret.payroll (id BIGINT) USING iceberg")
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {cats['admin']}.secret.payroll (id BIGINT) "
+              "USING iceberg")
     namespaces = {r[0] for r in spark.sql(f"SHOW NAMESPACES IN {cats['analyst']}").collect()}
     assert namespaces == {"demo"}
     assert "secret" in {r[0] for r in spark.sql(f"SHOW NAMESPACES IN {cats['admin']}").collect()}
