@@ -46,7 +46,6 @@ class AuditRecord:
     decision: str = "error"  # "allow" | "deny" | "hidden" | "unauthenticated" | "error"
     evidence: list[dict[str, Any]] = field(default_factory=list)
     status: int | None = None
-    new_snapshot_ids: tuple[int, ...] = ()
     started: float = field(default_factory=time.perf_counter)
 
     def to_event(self) -> dict[str, Any]:
@@ -68,9 +67,16 @@ class AuditRecord:
             "rules": [_rule(d) for d in self.decisions],
             "evidence": self.evidence,
             "status": self.status,
-            "new_snapshot_ids": list(self.new_snapshot_ids),
+            "new_snapshot_ids": self.new_snapshot_ids(),
             "latency_ms": round((time.perf_counter() - self.started) * 1000, 3),
         }
+
+
+    def new_snapshot_ids(self) -> list[int]:
+        """Snapshots that landed: the classified commit's snapshots, once it succeeded."""
+        if self.status is None or not 200 <= self.status < 300:
+            return []
+        return [i for e in self.evidence for i in e.get("snapshot_ids", [])]
 
 
 def _rule(decision: Decision) -> dict[str, Any]:
