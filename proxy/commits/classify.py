@@ -37,6 +37,8 @@ MAIN_BRANCH = "main"
 
 def creates_table(body: Mapping[str, Any]) -> bool:
     """True if a commit (or a ``table-changes`` entry) creates its table (``assert-create``)."""
+    if not isinstance(body, Mapping):
+        return False
     return any(isinstance(r, dict) and r.get("type") == "assert-create"
                for r in _list(body, "requirements"))
 
@@ -48,6 +50,8 @@ def classify_commit(body: Mapping[str, Any], base: TableMetadata | None,
     ``body`` is the raw commit JSON (``requirements`` and ``updates``), ``base`` the table's
     current metadata (None for a create), ``io`` a FileIO that can read its manifests.
     """
+    if not isinstance(body, Mapping):
+        raise UnverifiableCommit("a table commit must be a JSON object")
     creating = creates_table(body)
     if base is None and not creating:
         raise UnverifiableCommit("cannot verify a commit to a table without its metadata")

@@ -2,26 +2,21 @@
 
 A snapshot is classified by its manifests (``diff.SnapshotChange``), never by its summary:
 
-========================================  =========
-what the manifests show                   action
-========================================  =========
-only data files added                     INSERT
-data files removed and/or delete files    DELETE
-added, no data added
-data added and data removed or deletes    UPDATE
-added; or any delete file removed that
-may re-expose rows (see ``diff``)
-``replace`` that is data-equivalent       REWRITE
-nothing changed                           what the summary claims (append → INSERT, delete
-                                          → DELETE, replace → REWRITE, otherwise UPDATE)
-========================================  =========
+* only data files added: INSERT;
+* data files removed and/or delete files added, no data added: DELETE;
+* data added together with removed data or added deletes, or any removed delete file that may
+  re-expose rows (``diff``'s ``exposing_deletes``): UPDATE;
+* a ``replace`` that is data-equivalent: REWRITE;
+* nothing changed: what the summary claims (append: INSERT, delete: DELETE, replace: REWRITE,
+  anything else: UPDATE); an empty change cannot do harm, the claim only names it.
 
-A ``replace`` is data-equivalent when it cannot make more rows visible, judged by record counts
+A ``replace`` is data-equivalent when its record counts show it cannot make more rows visible
 (file contents are not read): data files are removed if and only if data files are added, and
 added data records do not exceed removed ones; delete files are added only in place of removed
-ones, and no more delete records are added than removed; and ``added data - removed data +
-exposing deletes - added deletes <= 0`` in records. A ``replace`` that fails this is classified by
-its shape (usually UPDATE) and its summary is reported as a mismatch.
+ones, with no more delete records than removed; and, in records, ``added data - removed data +
+exposing deletes - added deletes <= 0``. A ``replace`` that fails this is classified by its shape
+(usually UPDATE) and reported as a mismatch. Counts are the limit of what is checked: a rewrite
+that swaps rows for as many others is still a REWRITE.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Record real table commits together with the table metadata they were made against (test-only).
+"""Record real table commits with the metadata they were made against, or craft them (test-only).
 
 Two recorders, one record shape (``Captured``):
 
@@ -7,24 +7,52 @@ Two recorders, one record shape (``Captured``):
 * ``CommitRecorder``: an ASGI wrapper around a REST catalog app (the embedded catalog) that keeps
   every ``POST .../namespaces/{ns}/tables/{t}`` body, the metadata loaded just before forwarding
   it, and the status the catalog answered. Real Spark talks to it over a loopback port.
+
+``Crafter`` writes commits by hand instead: manifests and manifest lists with pyiceberg's writers
+(including delete manifests, which pyiceberg itself never writes), for cases no client produces.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import pyarrow as pa
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.manifest import (
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+    ManifestWriterV2,
+    write_manifest_list,
+)
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.table import CommitTableResponse, Table
 from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.table.update import AssertCreate, TableRequirement, TableUpdate
-from pyiceberg.typedef import Identifier
+from pyiceberg.table.snapshots import Snapshot
+from pyiceberg.table.update import (
+    AddSnapshotUpdate,
+    AssertCreate,
+    SetSnapshotRefUpdate,
+    TableRequirement,
+    TableUpdate,
+)
+from pyiceberg.typedef import Identifier, Record
+
+from proxy.commits import CommitIntent, classify_commit
 
 _COMMIT_PATH = re.compile(r"^/v1/(?:[^/]+/)?namespaces/([^/]+)/tables/([^/]+)$")
+_FILE_PATH_FIELD = 2147483546  # position delete files' file_path column
 
 
 @dataclass(frozen=True)
@@ -125,3 +153,115 @@ async def _read_body(receive: Any) -> bytes:
         chunks.append(message.get("body", b""))
         if not message.get("more_body"):
             return b"".join(chunks)
+
+
+_ADDED = ManifestEntryStatus.ADDED
+
+
+class DeleteManifestWriter(ManifestWriterV2):
+    """pyiceberg writes data manifests only; delete manifests differ in content alone."""
+
+    def content(self) -> ManifestContent:
+        return ManifestContent.DELETES
+
+    @property
+    def _meta(self) -> dict[str, str]:
+        return {**super()._meta, "content": "deletes"}
+
+
+def content_file(path: str, records: int, content: DataFileContent = DataFileContent.DATA,
+                 target: str | None = None) -> DataFile:
+    """A data or delete file; ``target`` makes a delete file file-scoped (path bounds)."""
+    bounds = {_FILE_PATH_FIELD: target.encode()} if target else None
+    return DataFile.from_args(content=content, file_path=path, file_format=FileFormat.PARQUET,
+                              partition=Record(), record_count=records, file_size_in_bytes=10,
+                              lower_bounds=bounds, upper_bounds=bounds)
+
+
+def new_data(name: str, records: int) -> DataFile:
+    """A data file that exists only in manifests (never read by classification)."""
+    return content_file(f"file:///nowhere/{name}.parquet", records)
+
+
+@dataclass
+class Crafter:
+    """Writes manifests and snapshots for ``table`` and commits them."""
+
+    catalog: SqlCatalog
+    table: Table
+    folder: Path
+
+    @classmethod
+    def with_two_appends(cls, folder: Path) -> Crafter:
+        """A SqlCatalog table ``db.t (id long)`` in ``folder`` with two appends: ``f1`` (2 rows,
+        sequence 1) and ``f2`` (1 row, sequence 2), each in its own manifest."""
+        catalog = SqlCatalog("crafted", uri=f"sqlite:///{folder}/c.db", warehouse=folder.as_uri())
+        catalog.create_namespace("db")
+        schema = pa.schema([("id", pa.int64())])
+        table = catalog.create_table("db.t", schema)
+        for ids in ([1, 2], [3]):
+            table.append(pa.table({"id": ids}, schema=schema))
+        return cls(catalog, table, folder)
+
+    def live(self) -> tuple[tuple[DataFile, int], tuple[DataFile, int]]:
+        """(f1, f2) with their data sequence numbers: the first and second append's files."""
+        files = [(e.data_file, e.sequence_number or 0) for m in self.parent_manifests()
+                 for e in m.fetch_manifest_entry(self.table.io)
+                 if e.data_file.content == DataFileContent.DATA]
+        f1, f2 = sorted(files, key=lambda f: -f[0].record_count)
+        return f1, f2
+
+    def parent_manifests(self) -> list[ManifestFile]:
+        """The manifests of the current snapshot."""
+        snapshot = self.table.current_snapshot()
+        assert snapshot is not None
+        return snapshot.manifests(self.table.io)
+
+    def manifest(self, snapshot_id: int, entries: list[tuple[ManifestEntryStatus, DataFile, int]],
+                 deletes: bool = False, entry_snapshot: int | None = None) -> ManifestFile:
+        """A manifest of (status, file, data sequence number) entries, added by ``snapshot_id``."""
+        out = self.table.io.new_output(str(self.folder / f"m-{uuid.uuid4()}.avro"))
+        writer_class = DeleteManifestWriter if deletes else ManifestWriterV2
+        with writer_class(UNPARTITIONED_PARTITION_SPEC, self.table.schema(), out, snapshot_id,
+                          "null") as writer:
+            for status, file, sequence in entries:
+                writer.add_entry(ManifestEntry.from_args(
+                    status=status, snapshot_id=entry_snapshot or snapshot_id,
+                    sequence_number=None if status == _ADDED else sequence,
+                    file_sequence_number=None if status == _ADDED else sequence, data_file=file))
+        return writer.to_manifest_file()
+
+    def snapshot(self, snapshot_id: int, manifests: list[ManifestFile], operation: str,
+                 **summary: str) -> dict[str, Any]:
+        """An add-snapshot ``snapshot`` object on top of the current snapshot."""
+        parent = self.table.metadata.current_snapshot_id
+        sequence = self.table.metadata.last_sequence_number + 1
+        path = str(self.folder / f"snap-{snapshot_id}.avro")
+        with write_manifest_list(2, self.table.io.new_output(path), snapshot_id, parent, sequence,
+                                 "null") as writer:
+            writer.add_manifests(manifests)
+        return {"snapshot-id": snapshot_id, "parent-snapshot-id": parent,
+                "sequence-number": sequence, "timestamp-ms": 1, "manifest-list": path,
+                "summary": {"operation": operation, **summary}, "schema-id": 0}
+
+    def body(self, snapshot: dict[str, Any], ref: str | None = "main") -> dict[str, Any]:
+        """A commit adding ``snapshot`` and pointing ``ref`` at it (None: staged, no ref)."""
+        updates: list[dict[str, Any]] = [{"action": "add-snapshot", "snapshot": snapshot}]
+        if ref is not None:
+            updates.append({"action": "set-snapshot-ref", "ref-name": ref, "type": "branch",
+                            "snapshot-id": snapshot["snapshot-id"]})
+        asserted = {"type": "assert-ref-snapshot-id", "ref": ref or "main",
+                    "snapshot-id": self.table.metadata.current_snapshot_id}
+        return {"requirements": [asserted], "updates": updates}
+
+    def classify(self, body: dict[str, Any]) -> CommitIntent:
+        """classify_commit against the table as it is now."""
+        return classify_commit(body, self.table.metadata, self.table.io)
+
+    def apply(self, snapshot: dict[str, Any]) -> None:
+        """Commit ``snapshot`` to the table's main branch, so later commits build on it."""
+        self.catalog.commit_table(self.table, (), (
+            AddSnapshotUpdate(snapshot=Snapshot.model_validate(snapshot)),
+            SetSnapshotRefUpdate(ref_name="main", type="branch",
+                                 snapshot_id=snapshot["snapshot-id"])))
+        self.table = self.catalog.load_table(self.table.name())

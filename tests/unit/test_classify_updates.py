@@ -104,6 +104,7 @@ def test_empty_commit_still_needs_a_right(table: Table) -> None:
 
 
 @pytest.mark.parametrize(("body", "message"), [
+    ([{"action": "x"}], "must be a JSON object"),
     ({"updates": {"action": "x"}}, "updates must be a list"),
     ({"updates": ["set-properties"]}, "every update needs an action"),
     ({"updates": [{"updates": {}}]}, "every update needs an action"),
@@ -114,7 +115,7 @@ def test_empty_commit_still_needs_a_right(table: Table) -> None:
     ({"updates": [{"action": "remove-snapshot-ref"}]}, "ref-name"),
     ({"updates": [{"action": "remove-snapshots", "snapshot-ids": 3}]}, "snapshot-ids"),
 ])
-def test_malformed_commits_are_unverifiable(table: Table, body: dict[str, Any],
+def test_malformed_commits_are_unverifiable(table: Table, body: Any,
                                             message: str) -> None:
     with pytest.raises(UnverifiableCommit, match=message):
         classify_commit(body, table.metadata, table.io)
