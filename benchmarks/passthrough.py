@@ -8,6 +8,11 @@ few snapshots, then measures ``GET /v1/config`` and loadTable both ways:
   request by request, so both see the same machine state;
 * throughput: N concurrent keep-alive clients for a fixed time, direct and proxied alternating.
 
+The proxy runs with governance on (the default): every request carries a bearer token for the
+demo ``admin`` principal, which icegov verifies, and every request is decided by the policy in
+``policies/`` and written to the audit stream (to a file here). The direct catalog receives the
+same header and ignores it.
+
 Prints one table with ratios (proxy / direct). Run: ``python benchmarks/passthrough.py``.
 """
 
@@ -32,6 +37,7 @@ import pyarrow as pa
 from pyiceberg.catalog.rest import RestCatalog
 
 ICEGOV = [sys.executable, "-c", "from proxy.cli import main; main()"]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
@@ -53,7 +59,7 @@ def server(args: list[str], port: int, env: dict[str, str] | None = None) -> Ite
             if process.poll() is not None:
                 raise RuntimeError(f"{args[0]} exited: {process.stderr.read().decode()}")  # type: ignore[union-attr]
             with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{url}/v1/config", timeout=1).status_code == 200:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code in (200, 404):
                     break
         else:
             raise RuntimeError(f"{args[0]} did not start on {url}")
@@ -85,10 +91,19 @@ def percentile(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def interleaved_latency(direct: str, proxied: str, path: str, n: int) -> tuple[Latency, Latency]:
+def admin_headers(proxied: str) -> dict[str, str]:
+    response = httpx.post(f"{proxied}/v1/oauth/tokens", data={
+        "grant_type": "client_credentials", "client_id": "admin", "client_secret": "admin-secret"})
+    response.raise_for_status()
+    return {"authorization": f"Bearer {response.json()['access_token']}"}
+
+
+def interleaved_latency(direct: str, proxied: str, path: str, n: int,
+                        headers: dict[str, str]) -> tuple[Latency, Latency]:
     """Alternate direct and proxied requests (order flipped each round) on warm connections."""
     times: dict[str, list[float]] = {direct: [], proxied: []}
-    with httpx.Client(base_url=direct) as a, httpx.Client(base_url=proxied) as b:
+    with httpx.Client(base_url=direct, headers=headers) as a, \
+            httpx.Client(base_url=proxied, headers=headers) as b:
         clients = {direct: a, proxied: b}
         for client in clients.values():
             for _ in range(50):
@@ -104,11 +119,12 @@ def interleaved_latency(direct: str, proxied: str, path: str, n: int) -> tuple[L
         Latency(statistics.median(times[u]), percentile(times[u], 0.99)) for u in (direct, proxied))
 
 
-async def _throughput(url: str, path: str, concurrency: int, seconds: float) -> float:
+async def _throughput(url: str, path: str, concurrency: int, seconds: float,
+                      headers: dict[str, str]) -> float:
     done = 0
     deadline = time.monotonic() + seconds
     limits = httpx.Limits(max_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, limits=limits) as client:
+    async with httpx.AsyncClient(base_url=url, limits=limits, headers=headers) as client:
         async def worker() -> None:
             nonlocal done
             while time.monotonic() < deadline:
@@ -121,12 +137,13 @@ async def _throughput(url: str, path: str, concurrency: int, seconds: float) -> 
 
 
 def throughput(direct: str, proxied: str, path: str, rounds: int, seconds: float,
-               concurrency: int) -> tuple[float, float]:
+               concurrency: int, headers: dict[str, str]) -> tuple[float, float]:
     """Requests/second each way, alternating direct and proxied rounds; the median round."""
     results: dict[str, list[float]] = {direct: [], proxied: []}
     for i in range(rounds):
         for url in ((direct, proxied) if i % 2 == 0 else (proxied, direct)):
-            results[url].append(asyncio.run(_throughput(url, path, concurrency, seconds)))
+            results[url].append(
+                asyncio.run(_throughput(url, path, concurrency, seconds, headers)))
     return statistics.median(results[direct]), statistics.median(results[proxied])
 
 
@@ -142,7 +159,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, \
             server(["catalog", "--warehouse", str(Path(tmp) / "wh")], free_port()) as direct:
         table_path = seed(direct, args.snapshots)
-        with server(["serve", "--catalog-uri", direct], free_port()) as proxied:
+        governed = {
+            "ICEGOV__IDENTITY__SIGNING_KEY": "benchmark-signing-key-of-at-least-32-bytes",
+            "ICEGOV__IDENTITY__PRINCIPALS_FILE": str(REPO / "policies" / "principals.yaml"),
+            "ICEGOV__POLICY__MODEL_PATH": str(REPO / "policies" / "model.conf"),
+            "ICEGOV__POLICY__POLICY_PATH": str(REPO / "policies" / "policy.csv"),
+            "ICEGOV__AUDIT__STDOUT": "false",
+            "ICEGOV__AUDIT__FILE": str(Path(tmp) / "audit.log"),
+        }
+        with server(["serve", "--catalog-uri", direct], free_port(), governed) as proxied:
+            headers = admin_headers(proxied)
             print(f"# passthrough: {args.requests} interleaved requests per side, "
                   f"throughput {args.rounds}x{args.seconds:.0f}s "
                   f"at concurrency {args.concurrency}, "
@@ -152,9 +178,9 @@ def main() -> None:
                   "| throughput ratio |")
             print("|---|---|---|---|---|---|---|---|---|---|---|")
             for name, path in (("GET /v1/config", "/v1/config"), ("loadTable", table_path)):
-                d, p = interleaved_latency(direct, proxied, path, args.requests)
+                d, p = interleaved_latency(direct, proxied, path, args.requests, headers)
                 d_rps, p_rps = throughput(direct, proxied, path, args.rounds, args.seconds,
-                                          args.concurrency)
+                                          args.concurrency, headers)
                 print(f"| {name} | {d.p50_ms:.3f} | {p.p50_ms:.3f} | {p.p50_ms / d.p50_ms:.2f} "
                       f"| {p.p50_ms - d.p50_ms:.3f} | {d.p99_ms:.3f} | {p.p99_ms:.3f} "
                       f"| {p.p99_ms / d.p99_ms:.2f} | {d_rps:.0f} | {p_rps:.0f} "
