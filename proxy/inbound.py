@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs
 
 from starlette.types import Receive, Scope
 
@@ -29,6 +30,11 @@ class InboundRequest:
             if key.lower() == name:
                 return value
         return None
+
+    def query(self, name: str) -> str | None:
+        """A decoded query-string parameter (its first value), or None."""
+        values = parse_qs(self.query_string.decode("latin-1")).get(name)
+        return values[0] if values else None
 
     def json(self) -> Any:
         """The body as JSON (the route table has already checked it parses)."""

@@ -89,7 +89,7 @@ def _authenticated(_: InboundRequest, __: str) -> Intent:
 
 
 def _list_namespaces(inbound: InboundRequest, catalog: str) -> Intent:
-    parent = _query(inbound, "parent")
+    parent = inbound.query("parent")
     levels = tuple(parent.split(NAMESPACE_SEPARATOR)) if parent else ()
     return Intent((Need(Action.LIST, resource_path(catalog, levels)),), listing="namespaces")
 
@@ -135,13 +135,6 @@ def _identifier(value: Any, catalog: str) -> str:
         raise BadRequest(f"invalid table identifier: {value!r}")
     namespace = value.get("namespace") or []
     return resource_path(catalog, tuple(str(x) for x in namespace), value["name"])
-
-
-def _query(inbound: InboundRequest, name: str) -> str | None:
-    from urllib.parse import parse_qs
-
-    values = parse_qs(inbound.query_string.decode("latin-1")).get(name)
-    return values[0] if values else None
 
 
 INTENTS: dict[str, IntentFn] = {

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qs
 
 from pyiceberg.catalog.sql import IcebergNamespaceProperties, SqlCatalog
 from starlette.responses import JSONResponse, Response
@@ -14,12 +13,6 @@ from proxy.inbound import InboundRequest
 from proxy.routes import NAMESPACE_SEPARATOR
 
 _MINIMAL = set(IcebergNamespaceProperties.NAMESPACE_MINIMAL_PROPERTIES)
-
-
-def query_param(inbound: InboundRequest, name: str) -> str | None:
-    """A decoded query-string parameter (first value), or None."""
-    values = parse_qs(inbound.query_string.decode("latin-1")).get(name)
-    return values[0] if values else None
 
 
 def json_object(inbound: InboundRequest) -> dict[str, Any]:
@@ -37,7 +30,7 @@ class NamespaceHandlers:
         self._catalog = catalog
 
     async def list_namespaces(self, inbound: InboundRequest) -> Response:
-        parent = query_param(inbound, "parent")
+        parent = inbound.query("parent")
         levels = tuple(parent.split(NAMESPACE_SEPARATOR)) if parent else ()
         found = await run_catalog(self._catalog.list_namespaces, levels)
         return JSONResponse({"namespaces": [list(ns) for ns in sorted(found)]})

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 
 from proxy.catalog import store
 from proxy.catalog.errors import run_catalog
-from proxy.catalog.namespaces import json_object, query_param
+from proxy.catalog.namespaces import json_object
 from proxy.errors import BadRequest
 from proxy.inbound import InboundRequest
 
@@ -75,7 +75,7 @@ class TableHandlers:
 
     async def load_table(self, inbound: InboundRequest) -> Response:
         identifier = table_identifier(inbound)
-        snapshots = query_param(inbound, "snapshots") or "all"
+        snapshots = inbound.query("snapshots") or "all"
         return await run_catalog(self._load, identifier, snapshots)
 
     async def table_exists(self, inbound: InboundRequest) -> Response:
@@ -97,7 +97,7 @@ class TableHandlers:
         return Response(status_code=204)
 
     async def drop_table(self, inbound: InboundRequest) -> Response:
-        purge = (query_param(inbound, "purgeRequested") or "false").lower() == "true"
+        purge = (inbound.query("purgeRequested") or "false").lower() == "true"
         drop = self._catalog.purge_table if purge else self._catalog.drop_table
         await run_catalog(drop, table_identifier(inbound))
         return Response(status_code=204)
