@@ -48,7 +48,10 @@ class Forwarder:
         """Send the request upstream; the caller must close the returned (streaming) response."""
         request = await self._build(
             inbound.method, inbound.raw_path, inbound.query_string, inbound.headers, inbound.body)
-        commit = inbound.route.endpoint.commit
+        return await self._send(request, commit=inbound.route.endpoint.commit)
+
+    async def _send(self, request: httpx.Request, commit: bool) -> httpx.Response:
+        """The one place a request goes out: transport errors become ErrorModel exceptions."""
         try:
             response = await self._transport.handle_async_request(request)
         except httpx.TimeoutException as exc:
@@ -82,29 +85,14 @@ class Forwarder:
 
     async def exchange(self, inbound: InboundRequest) -> httpx.Response:
         """Send the request upstream and read the whole (decoded) answer."""
-        response = await self.send(inbound)
-        try:
-            await response.aread()
-        finally:
-            await response.aclose()
-        return response
+        return await _read_whole(await self.send(inbound))
 
     async def fetch(
         self, raw_path: bytes, query_string: bytes, caller_headers: tuple[tuple[bytes, bytes], ...]
     ) -> httpx.Response:
         """A read-only GET of a backing path with the caller's headers, body read in full."""
         request = await self._build("GET", raw_path, query_string, caller_headers, b"")
-        try:
-            response = await self._transport.handle_async_request(request)
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
-        except httpx.TimeoutException as exc:
-            raise BackingTimeout(_describe(exc)) from exc
-        except httpx.TransportError as exc:
-            raise BackingUnavailable(_describe(exc)) from exc
-        return response
+        return await _read_whole(await self._send(request, commit=False))
 
     async def _build(
         self, method: str, raw_path: bytes, query: bytes,
@@ -129,6 +117,14 @@ class Forwarder:
         if own is not None:
             headers.append((b"authorization", own.encode("latin-1")))
         return headers
+
+
+async def _read_whole(response: httpx.Response) -> httpx.Response:
+    try:
+        await response.aread()
+    finally:
+        await response.aclose()
+    return response
 
 
 async def _stream(response: httpx.Response) -> AsyncIterator[bytes]:

@@ -51,10 +51,17 @@ def parse_change(identifier: Identifier, body: dict[str, Any]) -> store.TableCha
         raise BadRequest(f"invalid commit for {'.'.join(identifier)}: {first['msg']}") from exc
 
 
-def commit_response_json(result: CommitTableResponse) -> bytes:
-    """The CommitTableResponse/LoadTableResult body for committed metadata."""
-    return (b'{"metadata-location":' + json.dumps(result.metadata_location).encode()
-            + b',"metadata":' + result.metadata.model_dump_json().encode() + b',"config":{}}')
+def table_result(metadata: bytes, location: str | None) -> Response:
+    """A LoadTableResult / CommitTableResponse around metadata JSON that is already serialised
+    (``location`` None for a staged create, which has no metadata file yet)."""
+    head = b"{" if location is None else (
+        b'{"metadata-location":' + json.dumps(location).encode() + b",")
+    return Response(head + b'"metadata":' + metadata + b',"config":{}}',
+                    media_type="application/json")
+
+
+def committed_result(result: CommitTableResponse) -> Response:
+    return table_result(result.metadata.model_dump_json().encode(), result.metadata_location)
 
 
 class TableHandlers:
@@ -85,7 +92,7 @@ class TableHandlers:
     async def commit_table(self, inbound: InboundRequest) -> Response:
         change = parse_change(table_identifier(inbound), json_object(inbound))
         [result] = await run_catalog(store.commit_atomically, self._catalog, [change])
-        return Response(commit_response_json(result), media_type="application/json")
+        return committed_result(result)
 
     async def commit_transaction(self, inbound: InboundRequest) -> Response:
         body = json_object(inbound)
@@ -129,9 +136,7 @@ class TableHandlers:
             metadata = _only_referenced_snapshots(metadata)
         elif snapshots != "all":
             raise BadRequest(f"snapshots must be 'all' or 'refs', not {snapshots!r}")
-        body = (b'{"metadata-location":' + json.dumps(location).encode()
-                + b',"metadata":' + metadata + b',"config":{}}')
-        return Response(body, media_type="application/json")
+        return table_result(metadata, location)
 
     def _create(self, identifier: Identifier, body: dict[str, Any]) -> Response:
         if not body.get("name"):
@@ -143,8 +148,7 @@ class TableHandlers:
         args = _create_arguments(body)
         if body.get("stage-create"):
             staged = self._catalog._create_staged_table(identifier, **args)
-            return Response(b'{"metadata":' + staged.metadata.model_dump_json().encode()
-                            + b',"config":{}}', media_type="application/json")
+            return table_result(staged.metadata.model_dump_json().encode(), None)
         self._catalog.create_table(identifier, **args)
         return self._load(identifier, "all")
 
