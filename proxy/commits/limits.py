@@ -1,0 +1,26 @@
+"""How much work verifying one commit may cost; beyond a limit the commit is refused (or, for
+the row budget, classified by the stricter rule) instead of tying icegov up."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class CommitLimits(BaseModel):
+    """Limits on one commit request (environment ``ICEGOV__COMMIT_LIMITS__<FIELD>``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_updates: int = Field(
+        default=1000, ge=1, description="Updates in one table commit (413 beyond).")
+    max_table_changes: int = Field(
+        default=100, ge=1, description="Tables changed by one transaction (413 beyond).")
+    max_manifests: int = Field(
+        default=10_000, ge=1, description="Manifests listed by one new manifest list (400 beyond).")
+    max_entries: int = Field(
+        default=1_000_000, ge=1,
+        description="Manifest entries read to verify one commit (400 beyond).")
+    row_bytes_budget: int = Field(
+        default=256 * 1024 * 1024, ge=0,
+        description="Bytes of data and delete files read to verify rows for one commit; beyond "
+                    "it the stricter classification applies and the audit says why.")
