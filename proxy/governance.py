@@ -1,7 +1,7 @@
 """The vocabulary shared by identity, intent, policy and audit: principals, actions, decisions.
 
-Resources are dotted paths from the catalog down: ``<catalog>``, ``<catalog>.<namespace>`` and
-``<catalog>.<namespace>.<table>`` (a multi-level namespace contributes one segment per level).
+Resources are typed (``proxy.resources.Resource``: catalog, namespace levels, table, column), never
+dotted strings: a name containing a dot stays one segment.
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
+
+from proxy.resources import Resource
 
 
 class Action(StrEnum):
@@ -58,7 +60,7 @@ class Decision:
 
     allowed: bool
     action: Action
-    resource: str
+    resource: Resource
     rule: str | None = None  # the policy line that decided; None for the default deny
 
 
@@ -77,18 +79,12 @@ class Verdict:
         return tuple(d for d in self.decisions if not d.allowed)
 
 
-def resource_path(catalog: str, namespace: tuple[str, ...] = (), table: str | None = None) -> str:
-    """The dotted resource for a catalog, namespace or table."""
-    parts = [catalog, *namespace] + ([table] if table is not None else [])
-    return ".".join(parts)
-
-
 class Authorizer(Protocol):
     """The one seam where icegov asks whether a principal may do something."""
 
-    def decide(self, principal: Principal, action: Action, resource: str) -> Decision:
+    def decide(self, principal: Principal, action: Action, resource: Resource) -> Decision:
         """Allow or deny one action on one resource, naming the rule that decided."""
 
-    def can_see(self, principal: Principal, resource: str, *, table: bool = False) -> bool:
-        """True if the principal holds any right on ``resource`` or on anything beneath it
-        (``table=True``: ``resource`` is a table, so only rights on the table itself count)."""
+    def can_see(self, principal: Principal, resource: Resource) -> bool:
+        """True if the principal holds any right on ``resource`` or, for a catalog or namespace,
+        on anything beneath it (for a table only rights on the table itself count)."""
