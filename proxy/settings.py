@@ -8,6 +8,7 @@ from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from proxy.audit import AuditSettings
+from proxy.commits.limits import CommitLimits
 from proxy.identity.settings import IdentitySettings
 from proxy.policy.settings import PolicySettings
 
@@ -54,6 +55,15 @@ class Settings(BaseSettings):
     max_connections: int = 100
     catalog_name: str = Field(
         default="icegov", description="First segment of every policy resource path.")
+    catalogs: dict[str, str] = Field(
+        default_factory=dict,
+        description="URL {prefix} -> catalog name (the first segment of policy resources). "
+                    "Requests without a prefix, and with the prefix the backing catalog's "
+                    "/v1/config advertises, belong to catalog_name; any other prefix is 404.")
+    endpoints_refresh_seconds: float = Field(
+        default=300.0, gt=0,
+        description="How often the backing catalog's advertised endpoints are re-read.")
+    commit_limits: CommitLimits = CommitLimits()
     identity: IdentitySettings = IdentitySettings()
     policy: PolicySettings = PolicySettings()
     audit: AuditSettings = AuditSettings()
