@@ -4,6 +4,11 @@ Order: icegov's own tokens (HS256, our key) first, then the external OIDC issuer
 algorithms only, so one kind can never be passed off as the other). No token at all means the
 anonymous principal when one is configured, else 401. Every refusal is ``NotAuthorized`` with a
 short reason that never repeats the token.
+
+Revocation: an icegov token proves only *who* it was issued to. With a principals store (as
+``build_identity`` sets it up), every request is judged by the principals file in force: a
+principal removed from it gets 401 and its roles are the file's, not the token's. OIDC principals
+are the issuer's to revoke (their tokens stand until they expire); anonymous callers are unaffected.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from proxy.errors import NotAuthorized
 from proxy.governance import Principal
 from proxy.identity.errors import TokenRejected
 from proxy.identity.oidc import OidcTokens
+from proxy.identity.store import PrincipalStore
 from proxy.identity.tokens import ALGORITHM, IcegovTokens, VerifiedToken
 
 Headers = tuple[tuple[bytes, bytes], ...]
@@ -31,9 +37,10 @@ class Authenticator:
     def __init__(
         self, tokens: IcegovTokens, oidc: OidcTokens | None = None, *,
         anonymous: Principal | None = None, cache_size: int = 4096, leeway_seconds: int = 0,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.time, principals: PrincipalStore | None = None,
     ) -> None:
         self._tokens = tokens
+        self._principals = principals
         self._oidc = oidc
         self._anonymous = anonymous
         self._cache = VerifiedTokenCache(cache_size, clock)
@@ -46,15 +53,24 @@ class Authenticator:
             if self._anonymous is not None:
                 return self._anonymous
             raise NotAuthorized("authentication required: send 'Authorization: Bearer <token>'")
-        cached = self._cache.get(token)
-        if cached is not None:
-            return cached
-        try:
-            verified = self.verify(token)
-        except TokenRejected as exc:
-            raise NotAuthorized(f"bearer {exc.reason}") from None
-        self._cache.put(token, verified.principal, verified.expires_at + self._leeway)
-        return verified.principal
+        principal = self._cache.get(token)
+        if principal is None:
+            try:
+                verified = self.verify(token)
+            except TokenRejected as exc:
+                raise NotAuthorized(f"bearer {exc.reason}") from None
+            self._cache.put(token, verified.principal, verified.expires_at + self._leeway)
+            principal = verified.principal
+        return self._current(principal)
+
+    def _current(self, principal: Principal) -> Principal:
+        """An icegov token's principal as the principals file says now (401 once removed)."""
+        if principal.source != "token" or self._principals is None:
+            return principal
+        current = self._principals.principal(principal.name)
+        if current is None:
+            raise NotAuthorized("bearer token's principal no longer exists")
+        return current
 
     def verify(self, token: str) -> VerifiedToken:
         """Check one token (no cache), raising ``TokenRejected`` with a safe reason."""

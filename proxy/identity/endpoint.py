@@ -32,7 +32,8 @@ from proxy.identity.oauth_form import (
     invalid_client,
     parse_form,
 )
-from proxy.identity.principals import PrincipalEntry, PrincipalStore
+from proxy.identity.principals import PrincipalEntry
+from proxy.identity.store import PrincipalStore
 from proxy.identity.tokens import ACCESS_TOKEN_TYPE, IcegovTokens, IssuedToken
 from proxy.inbound import InboundRequest
 

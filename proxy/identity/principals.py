@@ -7,19 +7,16 @@ Format (YAML)::
         roles: [writer]              # what the policy grants rights to
         secret_hash: scrypt$16384$8$1$<salt>$<hash>   # from `icegov principal add`
 
-The file is read at start-up (a bad file stops icegov; a missing one means no principals yet,
-with a warning) and re-read when it changes; a bad edit later is logged and the last good version
-stays in force.
+This module parses the file; ``proxy.identity.store.PrincipalStore`` keeps the version in force
+and re-reads it when it changes.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
-import structlog
 import yaml
 from pydantic import (
     BaseModel,
@@ -33,8 +30,6 @@ from pydantic import (
 
 from proxy.governance import Principal
 from proxy.identity.hashing import SecretHash, SecretHashError, hash_secret
-
-log = structlog.get_logger("icegov.identity")
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$"  # no ':' — clients send 'id:secret'
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
@@ -77,6 +72,11 @@ class PrincipalsDocument(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     principals: tuple[PrincipalEntry, ...] = Field(default=())
+
+    @field_validator("principals", mode="before")
+    @classmethod
+    def _empty_list(cls, value: Any) -> Any:
+        return () if value is None else value  # 'principals:' with every entry removed
 
     @model_validator(mode="after")
     def _unique(self) -> PrincipalsDocument:
@@ -129,56 +129,6 @@ def load_principals(path: Path) -> dict[str, PrincipalEntry]:
     except (OSError, UnicodeDecodeError) as exc:
         raise PrincipalsFileError(f"principals file {path} cannot be read: {exc}") from None
     return parse_principals(text, str(path))
-
-
-class PrincipalStore:
-    """The principals in force, re-read when the file changes (checked on each lookup).
-
-    A bad file at construction raises ``PrincipalsFileError``; a missing one is empty until created.
-    """
-
-    def __init__(self, path: Path | None) -> None:
-        self._path = path
-        self._stamp: tuple[int, int] | None = None
-        self._entries: dict[str, PrincipalEntry] = {}
-        if path is None:
-            return
-        self._stamp = _stamp(path)
-        if self._stamp is None:
-            log.warning("principals file does not exist; no client can get a token until it does",
-                        path=str(path))
-            return
-        self._entries = load_principals(path)
-
-    def get(self, name: str) -> PrincipalEntry | None:
-        """The entry for ``name``, or None if there is no such principal."""
-        self._reload_if_changed()
-        return self._entries.get(name)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def _reload_if_changed(self) -> None:
-        if self._path is None:
-            return
-        stamp = _stamp(self._path)
-        if stamp == self._stamp:
-            return
-        self._stamp = stamp
-        try:
-            self._entries = load_principals(self._path)
-        except PrincipalsFileError as exc:
-            log.error("principals file not reloaded; keeping the previous one", error=str(exc))
-        else:
-            log.info("principals file reloaded", path=str(self._path), count=len(self._entries))
-
-
-def _stamp(path: Path) -> tuple[int, int] | None:
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return None
-    return stat.st_mtime_ns, stat.st_size
 
 
 def _describe(exc: ValidationError) -> str:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
+from proxy import defaults
+
 MIN_SIGNING_KEY_BYTES = 32  # HS256 wants a key at least as long as its digest (RFC 7518 3.2)
 ASYMMETRIC_ALGORITHMS = frozenset({
     "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA",
@@ -28,8 +30,14 @@ class IdentitySettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     principals_file: Path | None = Field(
-        default=Path("policies/principals.yaml"),
-        description="Principals allowed the client_credentials grant; None disables the grant.")
+        default_factory=lambda: defaults.default_path(defaults.PRINCIPALS),
+        description="Principals allowed the client_credentials grant, and the authority on "
+                    "every icegov token's principal and roles (re-read when it changes); None "
+                    "disables the grant. Default: ./policies/principals.yaml when ./policies "
+                    "exists, else the packaged demo principals.")
+    principals_check_seconds: float = Field(
+        default=1.0, ge=0, le=60,
+        description="At most this often the principals file is checked for changes (stat).")
     signing_key: SecretStr | None = Field(
         default=None, description="HS256 key for icegov-issued tokens (at least 32 bytes).")
     issuer: str = "icegov"

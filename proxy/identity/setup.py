@@ -9,8 +9,8 @@ from proxy.identity.authenticator import Authenticator
 from proxy.identity.endpoint import TokenEndpoint
 from proxy.identity.jwks import JwksKeys
 from proxy.identity.oidc import OidcTokens
-from proxy.identity.principals import PrincipalStore
 from proxy.identity.settings import IdentitySettings
+from proxy.identity.store import PrincipalStore
 from proxy.identity.tokens import IcegovTokens
 
 
@@ -35,10 +35,12 @@ def build_identity(settings: IdentitySettings, *, embedded_catalog: bool) -> Ide
         audience=settings.audience, lifetime_seconds=settings.token_lifetime_seconds,
         leeway_seconds=settings.leeway_seconds,
     )
-    principals = PrincipalStore(settings.principals_file)
+    principals = PrincipalStore(settings.principals_file,
+                                check_seconds=settings.principals_check_seconds)
     authenticator = Authenticator(
         tokens, _oidc(settings), anonymous=_anonymous(settings),
         cache_size=settings.verified_token_cache_size, leeway_seconds=settings.leeway_seconds,
+        principals=principals,
     )
     return Identity(authenticator, TokenEndpoint(tokens, principals), tokens, principals)
 

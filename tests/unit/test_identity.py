@@ -16,13 +16,13 @@ from proxy.identity.cli import principal
 from proxy.identity.hashing import SecretHash, SecretHashError, hash_secret, verify_secret
 from proxy.identity.principals import (
     PrincipalsFileError,
-    PrincipalStore,
     entry_yaml,
     load_principals,
     new_entry,
     parse_principals,
 )
 from proxy.identity.settings import IdentityConfigError, IdentitySettings
+from proxy.identity.store import PrincipalStore
 
 KEY = "k" * 40
 
@@ -129,7 +129,7 @@ def test_store_reloads_a_changed_file_and_keeps_the_last_good_one(
         tmp_path: Path, writer_hash: str) -> None:
     path = tmp_path / "principals.yaml"
     path.write_text(document({"name": "a", "secret_hash": writer_hash}))
-    store = PrincipalStore(path)
+    store = PrincipalStore(path, check_seconds=0)
     assert store.get("a") is not None and store.get("b") is None
     path.write_text(document({"name": "b", "secret_hash": writer_hash}))
     os.utime(path, ns=(1, 2))  # a different mtime even on coarse clocks

@@ -21,6 +21,7 @@ from proxy.governance import Principal
 from proxy.identity.authenticator import Authenticator, VerifiedTokenCache
 from proxy.identity.jwks import JwksKeys
 from proxy.identity.oidc import OidcTokens
+from proxy.identity.principals import entry_yaml, new_entry
 from proxy.identity.settings import IdentityConfigError, IdentitySettings
 from proxy.identity.setup import build_identity
 from proxy.identity.tokens import IcegovTokens
@@ -300,9 +301,18 @@ def hs256_by_hand(claims: dict[str, Any], secret: bytes, kid: str) -> str:
     return f"{signing_input}.{base64.urlsafe_b64encode(signature).rstrip(b'=').decode()}"
 
 
-def test_icegov_tokens_still_work_with_oidc_enabled(jwks_file: Path) -> None:
+def test_icegov_tokens_still_work_with_oidc_enabled(jwks_file: Path, tmp_path: Path) -> None:
+    principals = tmp_path / "principals.yaml"
+    principals.write_text(entry_yaml(new_entry("writer", ["writer"], "s")).join(
+        ["principals:\n", ""]))
     token = icegov_tokens().issue(WRITER).token
-    assert oidc_authenticator(jwks_file).authenticate(bearer(token)).source == "token"
+    authenticator = oidc_authenticator(jwks_file, principals_file=principals)
+    assert authenticator.authenticate(bearer(token)) == Principal("writer", ("writer",))
+
+
+def test_icegov_tokens_name_no_one_without_a_principals_file(jwks_file: Path) -> None:
+    token = icegov_tokens().issue(WRITER).token
+    assert "no longer exists" in refused(oidc_authenticator(jwks_file), bearer(token))
 
 
 def test_oidc_tokens_are_refused_when_oidc_is_off(rsa_key: rsa.RSAPrivateKey) -> None:

@@ -17,9 +17,10 @@ from starlette.responses import Response
 
 from proxy.governance import Principal
 from proxy.identity.endpoint import TOKEN_EXCHANGE, TokenEndpoint
-from proxy.identity.principals import PrincipalsFileError, PrincipalStore, new_entry
+from proxy.identity.principals import PrincipalsFileError, new_entry
 from proxy.identity.settings import IdentitySettings
 from proxy.identity.setup import build_identity
+from proxy.identity.store import PrincipalStore
 from proxy.identity.tokens import ACCESS_TOKEN_TYPE, IcegovTokens
 from proxy.inbound import InboundRequest
 from proxy.routes import RouteTable
@@ -305,7 +306,8 @@ def test_bad_principals_file_stops_start_up(tmp_path: Path) -> None:
 def test_missing_principals_file_means_no_clients_until_it_appears(
         tmp_path: Path, principals_text: str) -> None:
     path = tmp_path / "principals.yaml"
-    settings = IdentitySettings(principals_file=path, signing_key=SETTINGS_KEY)
+    settings = IdentitySettings(principals_file=path, signing_key=SETTINGS_KEY,
+                                principals_check_seconds=0)
     identity = build_identity(settings, embedded_catalog=False)
     result = post(identity.token_endpoint, client_credentials("writer", "writer-secret"))
     assert_oauth_error(result, 401, "invalid_client")
