@@ -9,18 +9,27 @@ from dataclasses import dataclass, field
 import httpx
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.responses import Response
 from starlette.routing import Route
 
+from proxy.admission import Admission
 from proxy.audit import AuditLog
+from proxy.backing.offers import BackingOffers
 from proxy.backing_auth import backing_auth_from_settings
+from proxy.commit_handler import CommitHandlers
 from proxy.commits import check_classification_complete
+from proxy.config_handler import ConfigHandler
 from proxy.context import RequestContextMiddleware
-from proxy.dispatch import IcebergDispatcher, iceberg_app
-from proxy.enforce import Gate
+from proxy.dispatch import iceberg_app
+from proxy.enforce import CatalogNames, Gate
+from proxy.evidence import ChangeClassifier
 from proxy.forward import Forwarder
 from proxy.handlers import BackingHandlers, healthz
 from proxy.identity import build_identity
+from proxy.inbound import InboundRequest
 from proxy.intent import check_intents_complete
+from proxy.listing import ListingHandlers
+from proxy.pipeline import GovernedDispatcher, GovernedHandler
 from proxy.policy import PolicyAuthorizer
 from proxy.routes import RouteTable
 from proxy.settings import Settings
@@ -58,8 +67,8 @@ def connect_backing(settings: Settings) -> Backing:
 def create_app(settings: Settings, backing: Backing | None = None) -> Starlette:
     """The icegov app for these settings (``backing`` overrides how the catalog is reached).
 
-    Fails here, before serving, if an endpoint or a commit update action is ungoverned, or if
-    identity or policy settings are unusable.
+    Fails here, before serving, if an endpoint or a commit update action is ungoverned, if an
+    endpoint icegov owns has no handler, or if identity or policy settings are unusable.
     """
     check_intents_complete()
     check_classification_complete()
@@ -70,13 +79,18 @@ def create_app(settings: Settings, backing: Backing | None = None) -> Starlette:
     auth = backing_auth_from_settings(settings, backing.transport, backing.base_url, timeout)
     forwarder = Forwarder(backing.transport, backing.base_url, auth, timeout)
     audit = AuditLog(settings.audit)
-    gate = Gate(identity.authenticator, authorizer, forwarder, settings.catalog_name, audit)
-    handlers = BackingHandlers(forwarder, authorizer)
-    dispatcher = IcebergDispatcher(
-        RouteTable(),
-        {"get_config": handlers.config, "oauth_tokens": identity.token_endpoint},
-        forwarder.forward, settings.max_body_bytes, gate,
+    offers = BackingOffers(forwarder.fetch, settings.endpoints_refresh_seconds)
+    gate = Gate(
+        identity.authenticator, authorizer, offers,
+        CatalogNames(settings.catalog_name, settings.catalogs),
+        ChangeClassifier(forwarder.fetch, settings.commit_limits),
+        settings.commit_limits.max_table_changes,
     )
+    dispatcher = GovernedDispatcher(
+        RouteTable(), _handlers(forwarder, authorizer, offers, identity.token_endpoint),
+        _forward(forwarder), gate, audit, settings.max_body_bytes,
+    )
+    readiness = BackingHandlers(forwarder, authorizer)
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -87,7 +101,34 @@ def create_app(settings: Settings, backing: Backing | None = None) -> Starlette:
 
     return iceberg_app(
         dispatcher,
-        routes=[Route("/healthz", healthz), Route("/readyz", handlers.readyz)],
+        routes=[Route("/healthz", healthz), Route("/readyz", readiness.readyz)],
         middleware=[Middleware(RequestContextMiddleware)],
         lifespan=lifespan,
     )
+
+
+def _handlers(forwarder: Forwarder, authorizer: PolicyAuthorizer, offers: BackingOffers,
+              token_endpoint: Callable[[InboundRequest], Awaitable[Response]],
+              ) -> dict[str, GovernedHandler]:
+    """The endpoints icegov owns, by name (checked complete against the route table)."""
+    listing = ListingHandlers(forwarder, authorizer)
+    commits = CommitHandlers(forwarder)
+
+    async def oauth_tokens(inbound: InboundRequest, _: Admission) -> Response:
+        return await token_endpoint(inbound)
+
+    return {
+        "get_config": ConfigHandler(forwarder, offers).get_config,
+        "oauth_tokens": oauth_tokens,
+        "list_namespaces": listing.list_namespaces,
+        "list_tables": listing.list_tables,
+        "list_views": listing.list_views,
+        "commit_table": commits.commit_table,
+        "commit_transaction": commits.commit_transaction,
+    }
+
+
+def _forward(forwarder: Forwarder) -> GovernedHandler:
+    async def forward(inbound: InboundRequest, _: Admission) -> Response:
+        return await forwarder.forward(inbound)
+    return forward

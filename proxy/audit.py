@@ -41,9 +41,11 @@ class AuditRecord:
     user_agent: str | None = None
     client_version: str | None = None
     principal: Principal | None = None
-    resources: tuple[str, ...] = ()
+    resources: tuple[str, ...] = ()  # canonical text of each resource (proxy.resources)
     decisions: tuple[Decision, ...] = ()
-    decision: str = "error"  # "allow" | "deny" | "hidden" | "unauthenticated" | "error"
+    # "public" | "allow" | "deny" | "hidden" | "unauthenticated" | "refused" | "error"
+    decision: str = "error"
+    error: str | None = None  # the message of the error answered, if any
     evidence: list[dict[str, Any]] = field(default_factory=list)
     status: int | None = None
     started: float = field(default_factory=time.perf_counter)
@@ -67,6 +69,7 @@ class AuditRecord:
             "rules": [_rule(d) for d in self.decisions],
             "evidence": self.evidence,
             "status": self.status,
+            "error": self.error,
             "new_snapshot_ids": self.new_snapshot_ids(),
             "latency_ms": round((time.perf_counter() - self.started) * 1000, 3),
         }
@@ -80,7 +83,7 @@ class AuditRecord:
 
 
 def _rule(decision: Decision) -> dict[str, Any]:
-    return {"action": str(decision.action), "resource": decision.resource,
+    return {"action": str(decision.action), "resource": str(decision.resource),
             "allowed": decision.allowed, "rule": decision.rule}
 
 

@@ -1,4 +1,8 @@
-"""The Iceberg REST entry point: route table → inbound request → owned handler or forward."""
+"""Iceberg REST plumbing shared by the proxy and the embedded catalog: reading a request against
+the route table, an ungoverned dispatcher (the embedded catalog's), and the Starlette app shell.
+
+Nothing here governs: the proxy's governed pipeline is ``proxy.pipeline``.
+"""
 
 from __future__ import annotations
 
@@ -13,11 +17,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute
 from starlette.types import Lifespan, Receive, Scope, Send
 
-from proxy.audit import AuditRecord
-from proxy.commit_intents import BackingAnswer
-from proxy.context import request_id
-from proxy.enforce import Gate
 from proxy.errors import (
+    BadRequest,
     IcebergError,
     MethodNotAllowed,
     NotFound,
@@ -25,98 +26,61 @@ from proxy.errors import (
     error_response,
 )
 from proxy.inbound import InboundRequest, check_json, read_body
-from proxy.routes import RouteTable
+from proxy.routes import MalformedPath, RouteTable
 
 log = structlog.get_logger("icegov")
 
 Handler = Callable[[InboundRequest], Awaitable[Response]]
 
 
+async def read_inbound(routes: RouteTable, scope: Scope, receive: Receive,
+                       max_body: int) -> InboundRequest:
+    """The request matched to its endpoint, body read (bounded) and JSON-checked."""
+    method = scope["method"]
+    raw_path: bytes = scope.get("raw_path") or scope["path"].encode("utf-8")
+    path = raw_path.decode("latin-1")
+    try:
+        route = routes.match(method, path)
+    except MalformedPath as exc:
+        raise BadRequest(str(exc)) from exc
+    if route is None:
+        if routes.path_known(path):
+            raise MethodNotAllowed(f"{method} is not allowed on this path")
+        raise NotFound("no such Iceberg REST endpoint")
+    body = await read_body(scope, receive, max_body)
+    if route.endpoint.json_body:
+        check_json(body)
+    return InboundRequest(
+        method=method, raw_path=raw_path, query_string=scope.get("query_string", b""),
+        headers=tuple(scope["headers"]), body=body, route=route,
+    )
+
+
 class IcebergDispatcher:
     """Pure ASGI app for the Iceberg REST routes: handlers by endpoint name, else ``fallback``.
 
-    The proxy's fallback forwards to the backing catalog; the embedded catalog's refuses with 501.
-    A request for no known endpoint is refused here and never reaches either.
+    The embedded catalog's fallback refuses with 501. A request for no known endpoint is refused
+    here and never reaches either.
     """
 
-    def __init__(
-        self, routes: RouteTable, handlers: Mapping[str, Handler], fallback: Handler,
-        max_body_bytes: int, gate: Gate | None = None,
-    ) -> None:
+    def __init__(self, routes: RouteTable, handlers: Mapping[str, Handler], fallback: Handler,
+                 max_body_bytes: int) -> None:
         self._routes = routes
         self._handlers = dict(handlers)
         self._fallback = fallback
         self._max_body = max_body_bytes
-        self._gate = gate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self._gate is None:
-            inbound = await self._read(scope, receive)
-            response = await self._handler(inbound)(inbound)
-            await response(scope, receive, send)
-            return
-        record = _record(scope)
-        try:
-            response = await self._governed(scope, receive, self._gate, record)
-            record.status = response.status_code
-            await response(scope, receive, send)
-        except IcebergError as exc:
-            record.status = exc.status
-            raise
-        finally:
-            self._gate.audit.write(record)
-
-    async def _governed(self, scope: Scope, receive: Receive, gate: Gate,
-                        record: AuditRecord) -> Response:
-        inbound = await self._read(scope, receive)
-        record.endpoint = inbound.route.endpoint.name
-        try:
-            admission = await gate.admit(inbound, record)
-        except BackingAnswer as answer:  # the table could not be loaded to classify a commit
-            return Response(answer.body, answer.status, media_type=answer.content_type)
-        if admission.intent.listing:
-            return await gate.listing(inbound, admission)
-        return await self._handler(inbound)(inbound)
-
-    def _handler(self, inbound: InboundRequest) -> Handler:
-        return self._handlers.get(inbound.route.endpoint.name, self._fallback)
-
-    async def _read(self, scope: Scope, receive: Receive) -> InboundRequest:
-        method = scope["method"]
-        raw_path: bytes = scope.get("raw_path") or scope["path"].encode("utf-8")
-        path = raw_path.decode("latin-1")
-        route = self._routes.match(method, path)
-        if route is None:
-            if self._routes.path_known(path):
-                raise MethodNotAllowed(f"{method} is not allowed on {path}")
-            raise NotFound(f"no Iceberg REST endpoint {method} {path}")
-        body = await read_body(scope, receive, self._max_body)
-        if route.endpoint.json_body:
-            check_json(body)
-        return InboundRequest(
-            method=method, raw_path=raw_path, query_string=scope.get("query_string", b""),
-            headers=tuple(scope["headers"]), body=body, route=route,
-        )
-
-
-def _record(scope: Scope) -> AuditRecord:
-    headers = dict(scope["headers"])
-    raw_path: bytes = scope.get("raw_path") or scope["path"].encode("utf-8")
-
-    def text(name: bytes) -> str | None:
-        value = headers.get(name)
-        return value.decode("latin-1") if value is not None else None
-
-    return AuditRecord(
-        request_id=request_id(scope), method=scope["method"], path=raw_path.decode("latin-1"),
-        endpoint="unknown", user_agent=text(b"user-agent"),
-        client_version=text(b"x-client-version"),
-    )
+        inbound = await read_inbound(self._routes, scope, receive, self._max_body)
+        handler = self._handlers.get(inbound.route.endpoint.name, self._fallback)
+        response = await handler(inbound)
+        await response(scope, receive, send)
 
 
 def iceberg_app(
-    dispatcher: IcebergDispatcher, routes: Sequence[BaseRoute] = (),
-    middleware: Sequence[Middleware] = (), lifespan: Lifespan[Starlette] | None = None,
+    dispatcher: Callable[[Scope, Receive, Send], Awaitable[None]],
+    routes: Sequence[BaseRoute] = (), middleware: Sequence[Middleware] = (),
+    lifespan: Lifespan[Starlette] | None = None,
 ) -> Starlette:
     """A Starlette app whose unmatched requests go to ``dispatcher``, every error as ErrorModel."""
     app = Starlette(
@@ -140,6 +104,11 @@ async def _http_error(_: Request, exc: Exception) -> Response:
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> Response:
-    log.exception("unexpected error", path=request.url.path, error=repr(exc))
+    log.exception("unexpected error", path=request.url.path, error_type=type(exc).__name__)
+    return internal_error()
+
+
+def internal_error() -> JSONResponse:
+    """The one answer for a failure inside icegov: a 500 ErrorModel that reveals nothing."""
     return JSONResponse(error_body(500, "ServiceFailureException", "internal error in icegov"),
                         status_code=500)

@@ -1,124 +1,152 @@
-"""The gate every governed request passes: authenticate → intent → authorize → (handle) → audit.
+"""The gate every governed request passes, in this order:
 
-A denied request is answered 403 naming the action and resource (never policy internals) and
-never reaches the backing catalog. A table or namespace on which the principal holds no right at
-all is answered 404 as if absent, while the audit record says what really happened.
+1. authenticate (401), and learn what the backing catalog offers;
+2. the catalog the ``{prefix}`` selects (an unmapped prefix is 404) and the endpoint: anything
+   icegov does not serve itself and the backing does not advertise is refused, never forwarded;
+3. the intent from the URL and body, every name validated (400);
+4. hide: a resource on which the principal holds no right at all is answered 404 as if absent,
+   before any backing call or file read (for every table of a transaction too);
+5. the coarse decision: the needed actions, or for a commit any right to change the table (403
+   before a single file is read);
+6. evidence, for commits only: the table's current state and its manifests, read within limits;
+7. the final decision on the classified actions (403).
+
+The audit record says what really happened at each step; the ``Admission`` goes to the handler.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable
 
-import httpx
-from starlette.responses import Response
-
-from proxy.audit import AuditLog, AuditRecord
-from proxy.commit_intents import CommitClassifier
-from proxy.errors import Forbidden, NoSuchNamespace, NoSuchTable
-from proxy.forward import Forwarder, relayable_headers
-from proxy.governance import Authorizer, Decision, Principal, resource_path
+from proxy.admission import Admission, ClassifiedChange
+from proxy.audit import AuditRecord
+from proxy.backing.offers import BackingOffers, Offer
+from proxy.errors import Forbidden, NoSuchNamespace, NoSuchTable, NotFound
+from proxy.evidence import ChangeClassifier
+from proxy.governance import Action, Authorizer, Decision, Principal
 from proxy.identity import Authenticator
 from proxy.inbound import InboundRequest
-from proxy.intent import Intent, Need, intent_of
+from proxy.intent import PUBLIC_ENDPOINTS, Intent, Names, Need, intent_of
+from proxy.resources import Resource
+
+COMMIT_RIGHTS: tuple[Action, ...] = (
+    Action.INSERT, Action.DELETE, Action.UPDATE, Action.REWRITE, Action.MANAGE_SNAPSHOTS,
+    Action.ALTER, Action.CREATE_TABLE,
+)
+"""Holding none of these on a table means no commit to it can be allowed."""
+
+SELF_SERVED = frozenset({"get_config", "oauth_tokens"})
+"""Endpoints icegov answers without the backing catalog offering them."""
 
 
-@dataclass
-class Admission:
-    """A request let through the gate: who is calling and what it was decided it may do."""
+class CatalogNames:
+    """Which catalog a ``{prefix}`` selects: the documented mapping, else the default catalog
+    for no prefix and for the prefix the backing itself advertises; anything else is 404."""
 
-    principal: Principal | None
-    intent: Intent
-    decisions: tuple[Decision, ...] = ()
-    evidence: list[dict[str, Any]] = field(default_factory=list)
+    def __init__(self, default: str, mapping: dict[str, str]) -> None:
+        self._default = default
+        self._mapping = dict(mapping)
+
+    def resolve(self, prefix: str | None, offer: Offer) -> str:
+        if prefix is None:
+            return self._default
+        if prefix in self._mapping:
+            return self._mapping[prefix]
+        if prefix == offer.prefix:
+            return self._default
+        raise NotFound("no such catalog")
 
 
 class Gate:
-    """Decides, for each inbound request, whether it may proceed; records every decision."""
+    """Decides, for each inbound request, whether it may proceed; fills its audit record."""
 
-    def __init__(self, authenticator: Authenticator, authorizer: Authorizer, forwarder: Forwarder,
-                 catalog: str, audit: AuditLog) -> None:
+    def __init__(self, authenticator: Authenticator, authorizer: Authorizer,
+                 offers: BackingOffers, catalogs: CatalogNames, changes: ChangeClassifier,
+                 max_table_changes: int) -> None:
         self._authenticator = authenticator
         self._authorizer = authorizer
-        self._forwarder = forwarder
-        self._commits = CommitClassifier(forwarder, catalog)
-        self._catalog = catalog
-        self.audit = audit
+        self._offers = offers
+        self._catalogs = catalogs
+        self._changes = changes
+        self._max_table_changes = max_table_changes
 
     async def admit(self, inbound: InboundRequest, record: AuditRecord) -> Admission:
-        """Let the request through or raise 401/403/404; fills ``record`` as it goes."""
-        intent = intent_of(inbound, self._catalog)
-        if intent.public:
+        """Let the request through or raise 400/401/403/404; fills ``record`` as it goes."""
+        endpoint = inbound.route.endpoint
+        if endpoint.name in PUBLIC_ENDPOINTS:
             record.decision = "public"
-            return Admission(None, intent)
+            return Admission(None, Intent(public=True), "")
         record.decision = "unauthenticated"
         principal = self._authenticator.authenticate(inbound.headers)
         record.principal = principal
-        needs, evidence = await self._needs(inbound, intent)
-        record.evidence = evidence
+        record.decision = "refused"
+        offer = await self._offers.current(inbound.headers)
+        catalog = self._catalogs.resolve(inbound.route.prefix, offer)
+        if endpoint.name not in SELF_SERVED and not offer.serves(endpoint.spec):
+            raise NotFound(f"{endpoint.spec} is not offered by this catalog")
+        intent = intent_of(inbound, Names(catalog, self._max_table_changes))
+        record.resources = tuple(str(r) for r in _resources(intent))
+        if intent.commit:
+            return await self._admit_commit(inbound, principal, intent, catalog, record)
+        decisions = self._decide(principal, intent.needs, record)
+        self._check(principal, intent.hide, decisions, record)
+        record.decision = "allow"
+        return Admission(principal, intent, catalog, decisions)
+
+    async def _admit_commit(self, inbound: InboundRequest, principal: Principal, intent: Intent,
+                            catalog: str, record: AuditRecord) -> Admission:
+        for change in intent.changes:
+            self._hide(principal, change.resource, record)
+        coarse = tuple(self._may_commit(principal, c.resource) for c in intent.changes)
+        record.decisions = coarse
+        for decision in coarse:
+            if not decision.allowed:
+                record.decision = "deny"
+                raise Forbidden(f"{principal.name} may not change {decision.resource}")
+        classified = await self._changes.classify_all(inbound, intent.changes)
+        record.evidence = [{"resource": str(c.resource), **c.intent.to_dict()} for c in classified]
+        needs = tuple(Need(action, c.resource) for c in classified
+                      for action in sorted(c.intent.actions))
+        record.resources = tuple(dict.fromkeys(str(n.resource) for n in needs))
+        decisions = self._decide(principal, needs, record)
+        self._check(principal, (), decisions, record)
+        record.decision = "allow"
+        return Admission(principal, intent, catalog, decisions, tuple(classified))
+
+    def _decide(self, principal: Principal, needs: Iterable[Need],
+                record: AuditRecord) -> tuple[Decision, ...]:
         decisions = tuple(self._authorizer.decide(principal, n.action, n.resource) for n in needs)
         record.decisions = decisions
-        record.resources = tuple(dict.fromkeys(n.resource for n in needs)) or (
-            (intent.hide,) if intent.hide else ())
-        self._check(principal, intent, decisions, record)
-        record.decision = "allow"
-        return Admission(principal, intent, decisions, evidence)
+        return decisions
 
-    async def _needs(self, inbound: InboundRequest,
-                     intent: Intent) -> tuple[tuple[Need, ...], list[dict[str, Any]]]:
-        if not intent.commit:
-            return intent.needs, []
-        commits = await self._commits.classify(inbound)
-        needs = tuple(Need(action, c.resource) for c in commits
-                      for action in sorted(c.intent.actions))
-        return needs, [{"resource": c.resource, **c.intent.to_dict()} for c in commits]
+    def _may_commit(self, principal: Principal, resource: Resource) -> Decision:
+        """The first commit right the principal holds on the table, else a denial."""
+        decisions = [self._authorizer.decide(principal, a, resource) for a in COMMIT_RIGHTS]
+        allowed = [d for d in decisions if d.allowed]
+        return allowed[0] if allowed else decisions[0]
 
-    def _check(self, principal: Principal, intent: Intent, decisions: tuple[Decision, ...],
-               record: AuditRecord) -> None:
+    def _hide(self, principal: Principal, resource: Resource, record: AuditRecord) -> None:
+        if self._authorizer.can_see(principal, resource):
+            return
+        record.decision = "hidden"
+        missing = NoSuchTable if resource.is_table else NoSuchNamespace
+        raise missing(f"{resource.name} does not exist")
+
+    def _check(self, principal: Principal, hide: tuple[Resource, ...],
+               decisions: tuple[Decision, ...], record: AuditRecord) -> None:
         denied = [d for d in decisions if not d.allowed]
         if not denied:
             return
-        if intent.hide and not self._authorizer.can_see(principal, intent.hide,
-                                                        table=intent.hides_table):
-            record.decision = "hidden"
-            missing = NoSuchTable if intent.hides_table else NoSuchNamespace
-            raise missing(f"{intent.hide.split('.', 1)[-1]} does not exist")
+        for resource in hide:
+            self._hide(principal, resource, record)
         record.decision = "deny"
         first = denied[0]
         raise Forbidden(f"{principal.name} may not {first.action} on {first.resource}")
 
-    async def listing(self, inbound: InboundRequest, admission: Admission) -> Response:
-        """The backing catalog's listing with only the entries the principal can see."""
-        upstream = await self._forwarder.exchange(inbound)
-        if upstream.status_code != 200 or admission.principal is None:
-            return _relayed(upstream, upstream.content)
-        body = json.loads(upstream.content)
-        principal = admission.principal
-        if admission.intent.listing == "namespaces":
-            body["namespaces"] = [ns for ns in body.get("namespaces", []) if
-                                  self._authorizer.can_see(principal, self._ns(ns))]
-        else:
-            body["identifiers"] = [i for i in body.get("identifiers", []) if
-                                   self._authorizer.can_see(principal, self._table(i), table=True)]
-        return _relayed(upstream, json.dumps(body, separators=(",", ":")).encode())
 
-    def _ns(self, levels: list[str]) -> str:
-        return resource_path(self._catalog, tuple(levels))
-
-    def _table(self, identifier: dict[str, Any]) -> str:
-        return resource_path(self._catalog, tuple(identifier.get("namespace", [])),
-                             str(identifier.get("name")))
+def _resources(intent: Intent) -> tuple[Resource, ...]:
+    found = [n.resource for n in intent.needs] + [c.resource for c in intent.changes]
+    return tuple(dict.fromkeys(found or intent.hide))
 
 
-def _relayed(upstream: httpx.Response, body: bytes) -> Response:
-    """``body`` with the upstream status and headers (decoded, so no content-encoding)."""
-    response = Response(body, status_code=upstream.status_code)
-    response.raw_headers = [
-        *(h for h in relayable_headers(upstream) if h[0] not in _RECOMPUTED),
-        (b"content-length", str(len(body)).encode()),
-    ]
-    return response
-
-
-_RECOMPUTED = frozenset({b"content-length", b"content-encoding"})
+__all__ = ["COMMIT_RIGHTS", "Admission", "CatalogNames", "ClassifiedChange", "Gate"]

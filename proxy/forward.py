@@ -44,10 +44,12 @@ class Forwarder:
         self._auth = auth
         self._timeout_extension = {"timeout": timeout.as_dict()}
 
-    async def send(self, inbound: InboundRequest) -> httpx.Response:
-        """Send the request upstream; the caller must close the returned (streaming) response."""
+    async def send(self, inbound: InboundRequest, body: bytes | None = None) -> httpx.Response:
+        """Send the request upstream (with ``body`` in place of the caller's, if given); the
+        caller must close the returned (streaming) response."""
+        content = inbound.body if body is None else body
         request = await self._build(
-            inbound.method, inbound.raw_path, inbound.query_string, inbound.headers, inbound.body)
+            inbound.method, inbound.raw_path, inbound.query_string, inbound.headers, content)
         return await self._send(request, commit=inbound.route.endpoint.commit)
 
     async def _send(self, request: httpx.Request, commit: bool) -> httpx.Response:
@@ -83,9 +85,9 @@ class Forwarder:
         relayed.raw_headers = relayable_headers(response)
         return relayed
 
-    async def exchange(self, inbound: InboundRequest) -> httpx.Response:
-        """Send the request upstream and read the whole (decoded) answer."""
-        return await _read_whole(await self.send(inbound))
+    async def exchange(self, inbound: InboundRequest, body: bytes | None = None) -> httpx.Response:
+        """Send the request upstream (``body`` as in ``send``) and read the whole answer."""
+        return await _read_whole(await self.send(inbound, body))
 
     async def fetch(
         self, raw_path: bytes, query_string: bytes, caller_headers: tuple[tuple[bytes, bytes], ...]
@@ -151,5 +153,18 @@ def relayable_headers(response: httpx.Response) -> list[tuple[bytes, bytes]]:
     ]
 
 
+def relayed(upstream: httpx.Response, body: bytes) -> Response:
+    """``body`` with the upstream status and headers (decoded, so no content-encoding)."""
+    response = Response(body, status_code=upstream.status_code)
+    response.raw_headers = [
+        *(h for h in relayable_headers(upstream) if h[0] not in _RECOMPUTED),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    return response
+
+
+_RECOMPUTED = frozenset({b"content-length", b"content-encoding"})
+
+
 def _describe(exc: Exception) -> str:
-    return f"backing catalog did not answer: {type(exc).__name__}: {exc}".rstrip(": ")
+    return f"backing catalog did not answer ({type(exc).__name__})"

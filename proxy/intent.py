@@ -1,20 +1,25 @@
-"""Intent: what a request does, as actions on resources — before anything is forwarded.
+"""Intent: what a request does, as actions on typed resources — before anything is forwarded.
 
 Every endpoint of the route table maps to one small function here; ``check_intents_complete``
 fails start-up if an endpoint has none (deny by default: nothing reaches the backing catalog
-without an intent). Table commits are not decided here: their actions come from classifying the
-commit against the table's manifests (``proxy.commits``), see ``proxy.enforce``.
+without an intent). Every name a request carries — namespace levels and table names in the path,
+``parent``, identifiers in bodies — is validated here (``proxy.resources``) before it becomes a
+resource, so what is authorized is exactly what the backing catalog will act on.
+
+Table commits are not fully decided here: the intent names the tables a commit changes, and their
+actions come from classifying each commit against the table's manifests (``proxy.enforce``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from proxy.errors import BadRequest
-from proxy.governance import Action, resource_path
+from proxy.errors import BadRequest, PayloadTooLarge
+from proxy.governance import Action
 from proxy.inbound import InboundRequest
+from proxy.resources import Resource, validate_name, validate_namespace
 from proxy.routes import ENDPOINTS, NAMESPACE_SEPARATOR
 
 
@@ -23,40 +28,64 @@ class Need:
     """One action on one resource that the request needs."""
 
     action: Action
-    resource: str
+    resource: Resource
+
+
+@dataclass(frozen=True)
+class TableChange:
+    """One table a commit request changes, with its part of the body (requirements, updates)."""
+
+    resource: Resource
+    body: dict[str, Any]
 
 
 @dataclass(frozen=True)
 class Intent:
     """What a request does.
 
-    ``hide`` names the resource to answer 404 for when the principal holds no right on it at all
-    (existence is not revealed); ``listing`` marks responses whose entries are filtered to what
-    the principal can see; ``commit`` marks table commits, whose needs come from classification.
+    ``hide`` names the resources to answer 404 for when the principal holds no right at all on
+    them (existence is not revealed); ``listing`` marks responses whose entries are filtered to
+    what the principal can see; ``changes`` are the tables a commit changes, whose needs come
+    from classification.
     """
 
     needs: tuple[Need, ...] = ()
-    hide: str | None = None
-    hides_table: bool = False
+    hide: tuple[Resource, ...] = ()
     listing: str | None = None  # "namespaces" | "identifiers"
-    commit: bool = False
+    changes: tuple[TableChange, ...] = ()
     public: bool = False
-    evidence: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def resources(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(n.resource for n in self.needs))
+    def commit(self) -> bool:
+        return bool(self.changes)
 
 
-IntentFn = Callable[[InboundRequest, str], Intent]
+@dataclass(frozen=True)
+class Names:
+    """Turns validated names into resources of one catalog."""
+
+    catalog: str
+    max_table_changes: int = 100
+
+    def namespace(self, levels: object, what: str = "namespace") -> Resource:
+        return Resource(self.catalog, validate_namespace(levels, what))
+
+    def table(self, levels: object, name: object, what: str = "table name") -> Resource:
+        return Resource(self.catalog, validate_namespace(levels), validate_name(name, what))
 
 
-def _ns(inbound: InboundRequest, catalog: str) -> str:
-    return resource_path(catalog, inbound.route.namespace)
+IntentFn = Callable[[InboundRequest, Names], Intent]
+
+PUBLIC_ENDPOINTS = frozenset({"oauth_tokens"})
+"""Endpoints anyone may call: getting a token needs no token."""
 
 
-def _table(inbound: InboundRequest, catalog: str, key: str = "table") -> str:
-    return resource_path(catalog, inbound.route.namespace, inbound.route.params[key])
+def _path_namespace(inbound: InboundRequest, names: Names) -> Resource:
+    return names.namespace(list(inbound.route.namespace))
+
+
+def _path_table(inbound: InboundRequest, names: Names, key: str = "table") -> Resource:
+    return names.table(list(inbound.route.namespace), inbound.route.params[key])
 
 
 def _body(inbound: InboundRequest) -> dict[str, Any]:
@@ -67,74 +96,87 @@ def _body(inbound: InboundRequest) -> dict[str, Any]:
 
 
 def _on_table(action: Action, key: str = "table") -> IntentFn:
-    def intent(inbound: InboundRequest, catalog: str) -> Intent:
-        resource = _table(inbound, catalog, key)
-        return Intent((Need(action, resource),), hide=resource, hides_table=True)
+    def intent(inbound: InboundRequest, names: Names) -> Intent:
+        resource = _path_table(inbound, names, key)
+        return Intent((Need(action, resource),), hide=(resource,))
     return intent
 
 
-def _on_namespace(action: Action, hide: bool = True) -> IntentFn:
-    def intent(inbound: InboundRequest, catalog: str) -> Intent:
-        resource = _ns(inbound, catalog)
-        return Intent((Need(action, resource),), hide=resource if hide else None)
+def _on_namespace(action: Action) -> IntentFn:
+    def intent(inbound: InboundRequest, names: Names) -> Intent:
+        resource = _path_namespace(inbound, names)
+        return Intent((Need(action, resource),), hide=(resource,))
     return intent
 
 
-def _public(_: InboundRequest, __: str) -> Intent:
+def _public(_: InboundRequest, __: Names) -> Intent:
     return Intent(public=True)
 
 
-def _authenticated(_: InboundRequest, __: str) -> Intent:
+def _authenticated(_: InboundRequest, __: Names) -> Intent:
     return Intent()
 
 
-def _list_namespaces(inbound: InboundRequest, catalog: str) -> Intent:
+def _list_namespaces(inbound: InboundRequest, names: Names) -> Intent:
     parent = inbound.query("parent")
-    levels = tuple(parent.split(NAMESPACE_SEPARATOR)) if parent else ()
-    return Intent((Need(Action.LIST, resource_path(catalog, levels)),), listing="namespaces")
+    if parent is None:
+        return Intent((Need(Action.LIST, Resource(names.catalog)),), listing="namespaces")
+    resource = names.namespace(parent.split(NAMESPACE_SEPARATOR), "parent")
+    return Intent((Need(Action.LIST, resource),), hide=(resource,), listing="namespaces")
 
 
-def _list_tables(inbound: InboundRequest, catalog: str) -> Intent:
-    resource = _ns(inbound, catalog)
-    return Intent((Need(Action.LIST, resource),), hide=resource, listing="identifiers")
+def _list_tables(inbound: InboundRequest, names: Names) -> Intent:
+    resource = _path_namespace(inbound, names)
+    return Intent((Need(Action.LIST, resource),), hide=(resource,), listing="identifiers")
 
 
-def _create_namespace(inbound: InboundRequest, catalog: str) -> Intent:
-    levels = _body(inbound).get("namespace")
-    if not isinstance(levels, list) or not all(isinstance(x, str) for x in levels) or not levels:
-        raise BadRequest("'namespace' must be a non-empty list of strings")
-    return Intent((Need(Action.CREATE_NAMESPACE, resource_path(catalog, tuple(levels))),))
+def _create_namespace(inbound: InboundRequest, names: Names) -> Intent:
+    resource = names.namespace(_body(inbound).get("namespace"))
+    return Intent((Need(Action.CREATE_NAMESPACE, resource),))
 
 
 def _named_in_body(action: Action) -> IntentFn:
-    def intent(inbound: InboundRequest, catalog: str) -> Intent:
-        name = _body(inbound).get("name")
-        if not isinstance(name, str) or not name:
-            raise BadRequest("'name' is required")
-        return Intent((Need(action, resource_path(catalog, inbound.route.namespace, name)),))
+    def intent(inbound: InboundRequest, names: Names) -> Intent:
+        resource = names.table(list(inbound.route.namespace), _body(inbound).get("name"), "name")
+        return Intent((Need(action, resource),))
     return intent
 
 
-def _rename(inbound: InboundRequest, catalog: str) -> Intent:
+def _rename(inbound: InboundRequest, names: Names) -> Intent:
     body = _body(inbound)
-    source, destination = (_identifier(body.get(k), catalog) for k in ("source", "destination"))
+    source, destination = (_identifier(body.get(k), names, k) for k in ("source", "destination"))
     return Intent((Need(Action.RENAME_TABLE, source), Need(Action.CREATE_TABLE, destination)),
-                  hide=source, hides_table=True)
+                  hide=(source,))
 
 
-def _commit(inbound: InboundRequest, catalog: str) -> Intent:
-    return Intent(hide=_table(inbound, catalog), hides_table=True, commit=True)
+def _commit(inbound: InboundRequest, names: Names) -> Intent:
+    resource = _path_table(inbound, names)
+    return Intent(hide=(resource,), changes=(TableChange(resource, _body(inbound)),))
 
 
-def _transaction(_: InboundRequest, __: str) -> Intent:
-    return Intent(commit=True)
+def _transaction(inbound: InboundRequest, names: Names) -> Intent:
+    changes = _body(inbound).get("table-changes")
+    if not isinstance(changes, list) or not changes:
+        raise BadRequest("'table-changes' must be a non-empty list")
+    if len(changes) > names.max_table_changes:
+        raise PayloadTooLarge(f"a transaction may change at most {names.max_table_changes} "
+                              "tables")
+    parsed = tuple(_table_change(change, names) for change in changes)
+    if len({c.resource for c in parsed}) != len(parsed):
+        raise BadRequest("a transaction may change each table only once")
+    return Intent(hide=tuple(c.resource for c in parsed), changes=parsed)
 
 
-def _identifier(value: Any, catalog: str) -> str:
-    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
-        raise BadRequest(f"invalid table identifier: {value!r}")
-    namespace = value.get("namespace") or []
-    return resource_path(catalog, tuple(str(x) for x in namespace), value["name"])
+def _table_change(change: Any, names: Names) -> TableChange:
+    if not isinstance(change, dict):
+        raise BadRequest("every entry of 'table-changes' must be an object")
+    return TableChange(_identifier(change.get("identifier"), names, "identifier"), change)
+
+
+def _identifier(value: Any, names: Names, what: str) -> Resource:
+    if not isinstance(value, dict):
+        raise BadRequest(f"'{what}' must be a table identifier object")
+    return names.table(value.get("namespace"), value.get("name"), f"{what} name")
 
 
 INTENTS: dict[str, IntentFn] = {
@@ -179,6 +221,6 @@ def check_intents_complete() -> None:
         raise RuntimeError(f"endpoints without an intent (would be ungoverned): {missing}")
 
 
-def intent_of(inbound: InboundRequest, catalog: str) -> Intent:
+def intent_of(inbound: InboundRequest, names: Names) -> Intent:
     """The intent of a request (table commits: the part known before classification)."""
-    return INTENTS[inbound.route.endpoint.name](inbound, catalog)
+    return INTENTS[inbound.route.endpoint.name](inbound, names)

@@ -24,6 +24,8 @@ class Endpoint:
 
     ``commit`` marks routes whose outcome is unknown when the backing catalog does not answer
     (502/504 there, never a retryable 503). ``json_body`` marks routes whose body must be JSON.
+    ``owned`` marks endpoints icegov answers with a handler of its own (start-up fails when one
+    has none); every other endpoint is forwarded, and only if the backing catalog offers it.
     """
 
     method: str
@@ -31,6 +33,7 @@ class Endpoint:
     name: str
     commit: bool = False
     json_body: bool = False
+    owned: bool = False
 
     @property
     def spec(self) -> str:
@@ -47,9 +50,17 @@ class RouteMatch:
 
     @property
     def namespace(self) -> tuple[str, ...]:
-        """The namespace levels named in the path (empty when the route has none)."""
+        """The namespace levels named in the path, as sent (empty when the route has none).
+
+        Not validated here: ``proxy.intent`` validates every level before anything uses it.
+        """
         raw = self.params.get("namespace")
-        return tuple(raw.split(NAMESPACE_SEPARATOR)) if raw else ()
+        return tuple(raw.split(NAMESPACE_SEPARATOR)) if raw is not None else ()
+
+    @property
+    def prefix(self) -> str | None:
+        """The ``{prefix}`` segment, or None for the unprefixed form."""
+        return self.params.get("prefix")
 
 
 _NS = "/v1/{prefix}/namespaces/{namespace}"
@@ -57,20 +68,20 @@ _TABLE = _NS + "/tables/{table}"
 _VIEW = _NS + "/views/{view}"
 
 ENDPOINTS: tuple[Endpoint, ...] = (
-    Endpoint("GET", "/v1/config", "get_config"),
-    Endpoint("POST", "/v1/oauth/tokens", "oauth_tokens"),
-    Endpoint("GET", "/v1/{prefix}/namespaces", "list_namespaces"),
+    Endpoint("GET", "/v1/config", "get_config", owned=True),
+    Endpoint("POST", "/v1/oauth/tokens", "oauth_tokens", owned=True),
+    Endpoint("GET", "/v1/{prefix}/namespaces", "list_namespaces", owned=True),
     Endpoint("POST", "/v1/{prefix}/namespaces", "create_namespace", json_body=True),
     Endpoint("GET", _NS, "load_namespace"),
     Endpoint("HEAD", _NS, "namespace_exists"),
     Endpoint("DELETE", _NS, "drop_namespace"),
     Endpoint("POST", _NS + "/properties", "update_namespace_properties", json_body=True),
-    Endpoint("GET", _NS + "/tables", "list_tables"),
+    Endpoint("GET", _NS + "/tables", "list_tables", owned=True),
     Endpoint("POST", _NS + "/tables", "create_table", json_body=True),
     Endpoint("POST", _NS + "/register", "register_table", json_body=True),
     Endpoint("GET", _TABLE, "load_table"),
     Endpoint("HEAD", _TABLE, "table_exists"),
-    Endpoint("POST", _TABLE, "commit_table", commit=True, json_body=True),
+    Endpoint("POST", _TABLE, "commit_table", commit=True, json_body=True, owned=True),
     Endpoint("DELETE", _TABLE, "drop_table"),
     Endpoint("GET", _TABLE + "/credentials", "load_credentials"),
     Endpoint("POST", _TABLE + "/metrics", "report_metrics", json_body=True),
@@ -80,8 +91,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", _TABLE + "/tasks", "fetch_scan_tasks", json_body=True),
     Endpoint("POST", "/v1/{prefix}/tables/rename", "rename_table", json_body=True),
     Endpoint("POST", "/v1/{prefix}/transactions/commit", "commit_transaction", commit=True,
-             json_body=True),
-    Endpoint("GET", _NS + "/views", "list_views"),
+             json_body=True, owned=True),
+    Endpoint("GET", _NS + "/views", "list_views", owned=True),
     Endpoint("POST", _NS + "/views", "create_view", json_body=True),
     Endpoint("POST", _NS + "/register-view", "register_view", json_body=True),
     Endpoint("GET", _VIEW, "load_view"),
@@ -105,6 +116,17 @@ def _compile(template: str, with_prefix: bool) -> re.Pattern[str]:
     return re.compile(f"^{pattern}$")
 
 
+class MalformedPath(ValueError):
+    """A path parameter that is not valid percent-encoded UTF-8."""
+
+
+def _decoded(raw: dict[str, str]) -> dict[str, str]:
+    try:
+        return {k: unquote(v, errors="strict") for k, v in raw.items()}
+    except UnicodeDecodeError as exc:
+        raise MalformedPath("a path parameter is not valid percent-encoded UTF-8") from exc
+
+
 class RouteTable:
     """Matches (method, raw path) to an endpoint of the table."""
 
@@ -120,8 +142,7 @@ class RouteTable:
                 continue
             found = pattern.match(raw_path)
             if found:
-                params = {k: unquote(v) for k, v in found.groupdict().items()}
-                return RouteMatch(endpoint, params)
+                return RouteMatch(endpoint, _decoded(found.groupdict()))
         return None
 
     def path_known(self, raw_path: str) -> bool:

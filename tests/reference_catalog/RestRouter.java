@@ -128,7 +128,7 @@ final class RestRouter implements HttpHandler {
     this.catalog = catalog;
     this.routes =
         List.of(
-            route("GET", "config", c -> Reply.ok(ConfigResponse.builder().build())),
+            route("GET", "config", c -> Reply.ok(config())),
             route("GET", "namespaces", this::listNamespaces),
             route("POST", "namespaces", this::createNamespace),
             route("HEAD", "namespaces/{namespace}", this::namespaceExists),
@@ -145,6 +145,18 @@ final class RestRouter implements HttpHandler {
             route("POST", "namespaces/{namespace}/tables/{table}/metrics", this::reportMetrics),
             route("POST", "tables/rename", this::renameTable),
             route("POST", "transactions/commit", this::commitTransaction));
+  }
+
+  /** The config, advertising exactly the endpoints this server routes (config itself aside). */
+  private ConfigResponse config() {
+    List<org.apache.iceberg.rest.Endpoint> endpoints = new java.util.ArrayList<>();
+    for (Route r : routes) {
+      String path = String.join("/", r.pattern()).substring("v1/".length());
+      if (!path.equals("config")) {
+        endpoints.add(org.apache.iceberg.rest.Endpoint.create(r.method(), "/v1/{prefix}/" + path));
+      }
+    }
+    return ConfigResponse.builder().withEndpoints(endpoints).build();
   }
 
   private static Route route(String method, String pattern, Action action) {

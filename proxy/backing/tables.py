@@ -1,0 +1,66 @@
+"""One reader of a table's current state at the backing catalog, shared by commit
+classification, planning and server-side commits: metadata, its location and a FileIO."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from urllib.parse import quote
+
+import httpx
+from pyiceberg.io import FileIO, load_file_io
+from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil
+
+from proxy.commits import UnverifiableCommit
+from proxy.resources import Resource
+from proxy.routes import NAMESPACE_SEPARATOR
+
+Headers = tuple[tuple[bytes, bytes], ...]
+
+
+@dataclass(frozen=True)
+class TableState:
+    """A table as the backing catalog last served it."""
+
+    resource: Resource
+    metadata: TableMetadata
+    metadata_location: str | None
+    io: FileIO
+    config: dict[str, str]
+
+
+class BackingRefused(Exception):
+    """The backing catalog would not serve the table: its answer goes back to the caller."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(f"backing catalog answered {response.status_code}")
+        self.response = response
+
+
+def table_path(prefix: str | None, resource: Resource) -> bytes:
+    """The REST path of a table, percent-encoded (namespace levels joined by ``%1F``)."""
+    assert resource.table is not None
+    parts = ["/v1"] + ([quote(prefix, safe="")] if prefix else [])
+    parts += ["namespaces", quote(NAMESPACE_SEPARATOR.join(resource.namespace), safe=""),
+              "tables", quote(resource.table, safe="")]
+    return "/".join(parts).encode("ascii")
+
+
+def parse_table_state(resource: Resource, body: bytes) -> TableState:
+    """A LoadTableResult body as a ``TableState``; unreadable metadata is unverifiable (400)."""
+    try:
+        loaded = json.loads(body)
+        metadata = TableMetadataUtil.parse_obj(loaded["metadata"])
+        location = loaded.get("metadata-location")
+        config = {str(k): str(v) for k, v in (loaded.get("config") or {}).items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise UnverifiableCommit("cannot read the table's current metadata") from exc
+    io = load_file_io(_io_properties({**metadata.properties, **config}),
+                      location or metadata.location)
+    return TableState(resource, metadata, location, io, config)
+
+
+def _io_properties(properties: dict[str, str]) -> dict[str, str]:
+    """FileIO settings without the ones that name Python code to load (a table property is
+    writable by anyone with ALTER: it must not choose what icegov imports)."""
+    return {k: v for k, v in properties.items() if not k.startswith("py-io-impl")}

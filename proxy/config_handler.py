@@ -1,0 +1,44 @@
+"""``GET /v1/config``: the backing catalog's config, with the endpoints icegov really serves.
+
+The ``endpoints`` list is what the backing advertises (the spec's default set when it lists
+none) and icegov's route table knows — exactly what icegov will forward — so clients never
+plan on an endpoint that would be refused.
+"""
+
+from __future__ import annotations
+
+import json
+
+from starlette.responses import JSONResponse, Response
+
+from proxy.admission import Admission
+from proxy.backing.offers import CONFIG_PATH, BackingOffers
+from proxy.errors import BackingUnavailable
+from proxy.forward import Forwarder, relayed
+from proxy.inbound import InboundRequest
+from proxy.routes import ENDPOINTS
+
+_FORWARDABLE = frozenset(e.spec for e in ENDPOINTS if e.name not in ("get_config", "oauth_tokens"))
+
+
+class ConfigHandler:
+    """Answers ``GET /v1/config`` from the backing's config."""
+
+    def __init__(self, forwarder: Forwarder, offers: BackingOffers) -> None:
+        self._forwarder = forwarder
+        self._offers = offers
+
+    async def get_config(self, inbound: InboundRequest, _: Admission) -> Response:
+        upstream = await self._forwarder.fetch(CONFIG_PATH, inbound.query_string, inbound.headers)
+        if upstream.status_code != 200:
+            return relayed(upstream, upstream.content)
+        try:
+            config = json.loads(upstream.content)
+        except ValueError as exc:
+            raise BackingUnavailable("backing catalog config is not JSON") from exc
+        if not isinstance(config, dict):
+            raise BackingUnavailable("backing catalog config is not a JSON object")
+        offer = (self._offers.learn(upstream.content) if not inbound.query_string
+                 else self._offers.parse(config))
+        config["endpoints"] = sorted(offer.endpoints & _FORWARDABLE)
+        return JSONResponse(config)

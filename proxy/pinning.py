@@ -1,0 +1,71 @@
+"""Pin a commit to the base it was classified against (no check-then-act).
+
+icegov judges a commit against the table state it loaded. If the client did not assert that
+state, a concurrent change could land in between and the backing would apply the commit to a
+different base than the one judged (silently dropping a concurrent append, say). So icegov adds
+the requirements the client left out: ``assert-table-uuid`` and ``assert-ref-snapshot-id`` (the
+ref's value in the base, ``null`` if it did not exist) for every ref the commit moves or removes.
+The backing then refuses (409, nothing landed) if the base moved.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pyiceberg.table.metadata import TableMetadata
+
+from proxy.admission import ClassifiedChange
+
+_REF_UPDATES = frozenset({"set-snapshot-ref", "remove-snapshot-ref"})
+
+
+def pinned_requirements(body: dict[str, Any], base: TableMetadata) -> list[dict[str, Any]]:
+    """The requirements icegov adds to ``body`` (empty when the client pinned everything)."""
+    requirements = [r for r in body.get("requirements") or [] if isinstance(r, dict)]
+    asserted = {r.get("ref") for r in requirements if r.get("type") == "assert-ref-snapshot-id"}
+    added: list[dict[str, Any]] = []
+    if not any(r.get("type") == "assert-table-uuid" for r in requirements):
+        added.append({"type": "assert-table-uuid", "uuid": str(base.table_uuid)})
+    for ref in _moved_refs(body):
+        if ref not in asserted:
+            current = base.refs.get(ref)
+            added.append({"type": "assert-ref-snapshot-id", "ref": ref,
+                          "snapshot-id": None if current is None else current.snapshot_id})
+    return added
+
+
+def _moved_refs(body: dict[str, Any]) -> list[str]:
+    names = (u.get("ref-name") for u in body.get("updates") or []
+             if isinstance(u, dict) and u.get("action") in _REF_UPDATES)
+    return list(dict.fromkeys(n for n in names if isinstance(n, str)))
+
+
+def pinned_change(change: ClassifiedChange) -> dict[str, Any] | None:
+    """The change's body with its pins added, or None when nothing needs adding."""
+    if change.base is None:
+        return None  # a create: ``assert-create`` already pins it to "no table"
+    added = pinned_requirements(change.body, change.base.metadata)
+    if not added:
+        return None
+    return {**change.body, "requirements": [*(change.body.get("requirements") or []), *added]}
+
+
+def pinned_table_commit(change: ClassifiedChange) -> bytes | None:
+    """A table commit's new body bytes, or None to send the caller's bytes unchanged."""
+    body = pinned_change(change)
+    return None if body is None else _dumps(body)
+
+
+def pinned_transaction(original: dict[str, Any],
+                       changes: tuple[ClassifiedChange, ...]) -> bytes | None:
+    """A transaction's new body bytes, or None to send the caller's bytes unchanged."""
+    pinned = [pinned_change(c) for c in changes]
+    if all(p is None for p in pinned):
+        return None
+    entries = [c.body if p is None else p for c, p in zip(changes, pinned, strict=True)]
+    return _dumps({**original, "table-changes": entries})
+
+
+def _dumps(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
