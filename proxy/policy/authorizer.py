@@ -25,6 +25,7 @@ from proxy.policy import decisions
 from proxy.policy.loader import CompiledPolicy, FileChanging, compile_files, load, read_files
 from proxy.policy.rules import PolicyError
 from proxy.policy.settings import PolicySettings
+from proxy.resources import Resource
 
 log = structlog.get_logger("icegov")
 
@@ -60,12 +61,12 @@ class _Generation:
             return decisions.subjects_of(policy, principal)
 
         @cached
-        def decide(principal: Principal, action: Action, resource: str) -> Decision:
+        def decide(principal: Principal, action: Action, resource: Resource) -> Decision:
             return decisions.decide(policy, principal, action, resource, subjects(principal))
 
         @cached
-        def can_see(principal: Principal, resource: str, table: bool) -> bool:
-            return policy.index.can_see(subjects(principal), resource, table)
+        def can_see(principal: Principal, resource: Resource) -> bool:
+            return decisions.can_see(policy, principal, resource, subjects(principal))
 
         self.decide, self.can_see = decide, can_see
 
@@ -95,19 +96,20 @@ class PolicyAuthorizer:
         """Generation, load time and last load error, for /readyz and metrics."""
         return self._status
 
-    def decide(self, principal: Principal, action: Action, resource: str) -> Decision:
+    def decide(self, principal: Principal, action: Action, resource: Resource) -> Decision:
         """Allow or deny one action on one resource, naming the rule that decided."""
         return self._generation.decide(principal, action, resource)
 
-    def can_see(self, principal: Principal, resource: str, *, table: bool = False) -> bool:
-        """True if the principal may do something on ``resource`` or on anything beneath it.
+    def can_see(self, principal: Principal, resource: Resource) -> bool:
+        """True if the principal may do something on ``resource`` or, for a catalog or a
+        namespace, on anything beneath it.
 
-        A dotted path does not say whether it names a table or a namespace, and a namespace may
-        hold more levels: pass ``table=True`` for a table, so only rights on the table itself
-        count (``icegov.sales.*`` allows ``icegov.sales.payroll.x``, which a deny on the table
-        ``icegov.sales.payroll`` does not cover).
+        For a table (``resource.kind`` TABLE) only rights on the table itself count, likewise for
+        a column: ``icegov.sales.*`` allows ``icegov.sales.payroll.x`` (which a deny on
+        ``icegov.sales.payroll`` does not cover), so the *namespace* ``sales.payroll`` is visible
+        while the *table* ``payroll`` in ``sales`` is not.
         """
-        return self._generation.can_see(principal, resource, table)
+        return self._generation.can_see(principal, resource)
 
     def cache_info(self) -> dict[str, int]:
         """Decision cache counters of the current generation (reset by every reload)."""

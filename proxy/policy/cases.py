@@ -6,8 +6,19 @@ A case file is a YAML list; each case is a mapping::
       principal: writer
       roles: [writer]                              # optional: roles the caller's token carries
       action: INSERT                               # one action (not a group, not "*")
-      resource: icegov.demo.events
+      resource: icegov.demo.events                 # the text form: icegov."demo.priv".t
       expect: allow                                # allow | deny
+
+    - name: the analyst does not see the payroll table
+      principal: analyst
+      roles: [analyst]
+      table: icegov.sales.payroll                  # catalog: | namespace: | table: | column:
+      expect: hidden                               # visible | hidden (no action)
+
+``resource`` is a catalog (one segment), a namespace (two) or a table (three or more); the typed
+keys say the kind where it matters, which it does for ``visible``/``hidden`` (a table is visible
+only through rights on itself, a namespace also through rights on anything beneath it), so those
+cases must use a typed key.
 """
 
 from __future__ import annotations
@@ -17,12 +28,19 @@ from typing import Any
 
 import yaml
 
-from proxy.governance import Action, Decision, Principal
-from proxy.policy.decisions import decide
+from proxy.governance import Action, Principal
+from proxy.policy.decisions import can_see, decide
 from proxy.policy.loader import CompiledPolicy
+from proxy.policy.patterns import PatternError, resource_from_text
+from proxy.resources import Resource, ResourceKind
 
-REQUIRED = frozenset({"principal", "action", "resource", "expect"})
-OPTIONAL = frozenset({"name", "roles"})
+RESOURCE_KEYS: dict[str, ResourceKind | None] = {
+    "resource": None, "catalog": ResourceKind.CATALOG, "namespace": ResourceKind.NAMESPACE,
+    "table": ResourceKind.TABLE, "column": ResourceKind.COLUMN}
+DECISIONS = ("allow", "deny")
+VISIBILITIES = ("visible", "hidden")
+REQUIRED = frozenset({"principal", "expect"})
+OPTIONAL = frozenset({"name", "roles", "action"}) | RESOURCE_KEYS.keys()
 
 
 class CaseError(ValueError):
@@ -31,34 +49,34 @@ class CaseError(ValueError):
 
 @dataclass(frozen=True)
 class Case:
-    """One expected decision."""
+    """One expected decision (``action`` set) or visibility (``action`` None)."""
 
     number: int  # 1-based position in the file
     name: str | None
     principal: Principal
-    action: Action
-    resource: str
-    expect_allow: bool
+    action: Action | None
+    resource: Resource
+    expect: str  # allow | deny | visible | hidden
 
     def describe(self) -> str:
         """The case in one line, e.g. ``#3 writer [writer] INSERT icegov.demo.events``."""
         roles = f" [{', '.join(self.principal.roles)}]" if self.principal.roles else ""
         label = f" ({self.name})" if self.name else ""
-        return f"#{self.number}{label} {self.principal.name}{roles} {self.action} {self.resource}"
+        what = self.action if self.action else f"SEES {self.resource.kind}"
+        return f"#{self.number}{label} {self.principal.name}{roles} {what} {self.resource}"
 
 
 @dataclass(frozen=True)
 class Failure:
-    """A case whose decision was not the expected one."""
+    """A case whose outcome was not the expected one."""
 
     case: Case
-    decision: Decision
+    got: str
+    why: str | None = None  # the deciding rule, for decisions
 
     def __str__(self) -> str:
-        want = "allow" if self.case.expect_allow else "deny"
-        got = "allow" if self.decision.allowed else "deny"
-        why = self.decision.rule or "no rule matched: default deny"
-        return f"{self.case.describe()}: expected {want}, got {got} ({why})"
+        because = f" ({self.why})" if self.why else ""
+        return f"{self.case.describe()}: expected {self.case.expect}, got {self.got}{because}"
 
 
 def parse_cases(text: str) -> list[Case]:
@@ -83,8 +101,35 @@ def _case(number: int, item: Any) -> Case:
     principal = Principal(_text(number, "principal", item["principal"]),
                           tuple(_roles(number, item.get("roles", []))))
     name = None if item.get("name") is None else str(item["name"])
-    return Case(number, name, principal, _action(number, item["action"]),
-                _text(number, "resource", item["resource"]), _expect(number, item["expect"]))
+    expect = _expect(number, item["expect"])
+    action = _case_action(number, item, expect)
+    return Case(number, name, principal, action, _resource(number, item, expect), expect)
+
+
+def _case_action(number: int, item: dict[Any, Any], expect: str) -> Action | None:
+    if expect in VISIBILITIES:
+        if "action" in item:
+            raise CaseError(f"case #{number}: a {expect} case names no action (it asks whether "
+                            "the principal holds any right)")
+        return None
+    if "action" not in item:
+        raise CaseError(f"case #{number}: missing action")
+    return _action(number, item["action"])
+
+
+def _resource(number: int, item: dict[Any, Any], expect: str) -> Resource:
+    given = [key for key in RESOURCE_KEYS if key in item]
+    if len(given) != 1:
+        raise CaseError(f"case #{number}: name the resource with exactly one of "
+                        f"{', '.join(RESOURCE_KEYS)}")
+    key = given[0]
+    if key == "resource" and expect in VISIBILITIES:
+        raise CaseError(f"case #{number}: a {expect} case says what it looks at: use catalog:, "
+                        "namespace:, table: or column: instead of resource:")
+    try:
+        return resource_from_text(_text(number, key, item[key]), RESOURCE_KEYS[key])
+    except PatternError as exc:
+        raise CaseError(f"case #{number}: {exc}") from None
 
 
 def _text(number: int, key: str, value: Any) -> str:
@@ -107,17 +152,24 @@ def _action(number: int, value: Any) -> Action:
                         f"{', '.join(Action)})") from None
 
 
-def _expect(number: int, value: Any) -> bool:
-    if value not in ("allow", "deny"):
-        raise CaseError(f"case #{number}: expect must be 'allow' or 'deny', got {value!r}")
-    return bool(value == "allow")
+def _expect(number: int, value: Any) -> str:
+    if value not in (*DECISIONS, *VISIBILITIES):
+        raise CaseError(f"case #{number}: expect must be 'allow', 'deny', 'visible' or "
+                        f"'hidden', got {value!r}")
+    return str(value)
 
 
 def run_cases(policy: CompiledPolicy, cases: list[Case]) -> list[Failure]:
-    """The cases whose decision differs from the expectation."""
-    failures = []
-    for case in cases:
-        decision = decide(policy, case.principal, case.action, case.resource)
-        if decision.allowed != case.expect_allow:
-            failures.append(Failure(case, decision))
-    return failures
+    """The cases whose outcome differs from the expectation."""
+    failures = [_failure(policy, case) for case in cases]
+    return [failure for failure in failures if failure is not None]
+
+
+def _failure(policy: CompiledPolicy, case: Case) -> Failure | None:
+    if case.action is None:
+        got = "visible" if can_see(policy, case.principal, case.resource) else "hidden"
+        return None if got == case.expect else Failure(case, got)
+    decision = decide(policy, case.principal, case.action, case.resource)
+    got = "allow" if decision.allowed else "deny"
+    why = decision.rule or "no rule matched: default deny"
+    return None if got == case.expect else Failure(case, got, why)

@@ -16,12 +16,14 @@ import click
 
 from proxy.governance import Action, Principal
 from proxy.policy.cases import CaseError, parse_cases, run_cases
-from proxy.policy.decisions import Explanation, explain
+from proxy.policy.decisions import Explanation, can_see, explain
 from proxy.policy.lint import check
 from proxy.policy.loader import CompiledPolicy, PolicyFiles, compile_files, read_files
 from proxy.policy.model import reference_allows, reference_enforcer
+from proxy.policy.patterns import PatternError, resource_from_text
 from proxy.policy.rules import PolicyError
 from proxy.policy.settings import PolicySettings
+from proxy.resources import Resource, ResourceKind
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULTS = PolicySettings()
@@ -66,18 +68,33 @@ def check_command(model_path: Path, policy_path: Path, strict: bool) -> None:
 @click.option("--principal", required=True, help="The caller's name.")
 @click.option("--role", "roles", multiple=True, help="A role from the caller's token (repeat).")
 @click.option("--action", required=True, type=click.Choice([a.value for a in Action]))
-@click.option("--resource", required=True, help="A dotted path, e.g. icegov.demo.events.")
+@click.option("--resource", "resource_text", required=True,
+              help='In the text form, e.g. icegov.demo.events or icegov."demo.priv".t.')
+@click.option("--kind", type=click.Choice([k.value for k in ResourceKind]), default=None,
+              help="What the resource is (default: 1 segment a catalog, 2 a namespace, "
+                   "more a table).")
 def explain_command(model_path: Path, policy_path: Path, principal: str, roles: tuple[str, ...],
-                    action: str, resource: str) -> None:
-    """Print the decision for one request, the rule that decided it and every rule that matched."""
+                    action: str, resource_text: str, kind: str | None) -> None:
+    """Print the decision for one request, the rule that decided it, every rule that matched,
+    and whether the principal sees the resource at all."""
+    resource = _resource(resource_text, kind)
     compiled = _load(model_path, policy_path)
     who = Principal(principal, roles)
     explanation = explain(compiled, who, Action(action), resource)
     for line in _explanation_lines(explanation, policy_path):
         click.echo(line)
+    sees = "yes" if can_see(compiled, who, resource) else "no, hidden (404)"
+    click.echo(f"  visible:    {sees}, as a {resource.kind}")
     enforcer = reference_enforcer(compiled.files.model_text, compiled.parsed)
     agrees = reference_allows(enforcer, who, action, resource) == explanation.decision.allowed
     click.echo(f"  casbin:     {'agrees' if agrees else 'DISAGREES (please report this)'}")
+
+
+def _resource(text: str, kind: str | None) -> Resource:
+    try:
+        return resource_from_text(text, None if kind is None else ResourceKind(kind))
+    except PatternError as exc:
+        raise click.BadParameter(str(exc), param_hint="--resource") from None
 
 
 def _explanation_lines(explanation: Explanation, policy_path: Path) -> list[str]:

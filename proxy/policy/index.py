@@ -2,8 +2,10 @@
 
 A decision looks only at the rules of the caller's subjects (name, token roles, and every role they
 hold through ``g`` lines) whose pattern could match: exact patterns by the resource itself,
-wildcard patterns by their literal prefix (``icegov.sales.*`` under ``icegov.sales``), so each
-decision costs a handful of dictionary lookups however many rules the policy has.
+wildcard patterns by their literal prefix (``icegov.sales.*`` under ``("icegov", "sales")``), so
+each decision costs a handful of dictionary lookups however many rules the policy has. Keys are
+tuples of segments, never dotted strings: ``icegov."demo.priv"`` and ``icegov.demo.priv`` never
+meet.
 
 Semantics (the same as Casbin evaluating ``model.conf``): a deny from any subject wins; otherwise
 an allow from any subject allows; otherwise the default deny. The deciding rule is the first
@@ -18,21 +20,27 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from proxy.governance import Action
-from proxy.policy.patterns import ResourcePattern, horizon, meets, split_resource
+from proxy.policy.patterns import ResourcePattern, horizon, meets
 from proxy.policy.rules import Grant, Rule
+
+Key = tuple[str, ...]
+"""Segments from the catalog down: a dot inside a name never separates anything."""
 
 
 @dataclass
 class _Bucket:
     """The rules of one subject."""
 
-    exact: dict[str, list[Rule]] = field(default_factory=lambda: defaultdict(list))
-    wild: dict[str, list[Rule]] = field(default_factory=lambda: defaultdict(list))
-    keys: list[str] = field(default_factory=list)  # every key of exact and wild, sorted
+    exact: dict[Key, list[Rule]] = field(default_factory=lambda: defaultdict(list))
+    wild: dict[Key, list[Rule]] = field(default_factory=lambda: defaultdict(list))
+    keys: list[Key] = field(default_factory=list)  # every key of exact and wild, sorted
 
     def add(self, rule: Rule) -> None:
         pattern = rule.pattern
-        (self.exact[pattern.text] if pattern.exact else self.wild[pattern.prefix]).append(rule)
+        if pattern.exact:
+            self.exact[_literal(pattern)].append(rule)
+        else:
+            self.wild[pattern.prefix].append(rule)
 
     def seal(self) -> _Bucket:
         """Finish building: plain dicts and the sorted keys for range scans."""
@@ -40,22 +48,26 @@ class _Bucket:
         self.keys = sorted(self.exact.keys() | self.wild.keys())
         return self
 
-    def reaching(self, parts: tuple[str, ...], resource: str) -> Iterator[Rule]:
-        """Rules whose pattern could match ``resource`` or something beneath it."""
+    def reaching(self, parts: Key) -> Iterator[Rule]:
+        """Rules whose pattern could match ``parts`` or something beneath it."""
         for size in range(len(parts) + 1):
-            yield from self.wild.get(".".join(parts[:size]), ())
-        yield from self.exact.get(resource, ())
-        below = resource + "."
-        for position in range(bisect.bisect_left(self.keys, below), len(self.keys)):
+            yield from self.wild.get(parts[:size], ())
+        yield from self.exact.get(parts, ())
+        # keys that extend ``parts`` sort right after it, contiguously
+        for position in range(bisect.bisect_right(self.keys, parts), len(self.keys)):
             key = self.keys[position]
-            if not key.startswith(below):
+            if key[:len(parts)] != parts:
                 break
             yield from self.exact.get(key, ())
             yield from self.wild.get(key, ())
 
 
 class RuleIndex:
-    """Rules and role grants compiled for fast decisions. Immutable once built."""
+    """Rules and role grants compiled for fast decisions. Immutable once built.
+
+    Resources are given as their segments (``Resource.parts``): the index neither knows nor needs
+    whether the last segment names a table or a namespace.
+    """
 
     def __init__(self, rules: Iterable[Rule], grants: Iterable[Grant]) -> None:
         rules = list(rules)
@@ -75,44 +87,47 @@ class RuleIndex:
         """The subjects that have rules, in a stable order."""
         return tuple(sorted(s for s in subjects if s in self._buckets))
 
-    def matching(self, subjects: Iterable[str], action: Action, resource: str) -> Iterator[Rule]:
-        """Every rule of ``subjects`` that matches ``action`` on ``resource``."""
-        parts = split_resource(resource)
-        prefixes = [".".join(parts[:size]) for size in range(len(parts))]
+    def matching(self, subjects: Iterable[str], action: Action, parts: Key) -> Iterator[Rule]:
+        """Every rule of ``subjects`` that matches ``action`` on the resource ``parts``."""
         for subject in subjects:
             bucket = self._buckets.get(subject)
             if bucket is None:
                 continue
-            for rule in bucket.exact.get(resource, ()):
+            for rule in bucket.exact.get(parts, ()):
                 if action in rule.actions:
                     yield rule
-            for prefix in prefixes:
-                for rule in bucket.wild.get(prefix, ()):
+            for size in range(len(parts)):
+                for rule in bucket.wild.get(parts[:size], ()):
                     if action in rule.actions and rule.pattern.matches(parts):
                         yield rule
 
-    def decide(self, subjects: Iterable[str], action: Action, resource: str) -> Rule | None:
+    def decide(self, subjects: Iterable[str], action: Action, parts: Key) -> Rule | None:
         """The deciding rule (a deny if any matched, else the first allow), or None."""
         allow: Rule | None = None
         deny: Rule | None = None
-        for rule in self.matching(subjects, action, resource):
+        for rule in self.matching(subjects, action, parts):
             if rule.allow:
                 allow = rule if allow is None or rule.line < allow.line else allow
             else:
                 deny = rule if deny is None or rule.line < deny.line else deny
         return deny or allow
 
-    def can_see(self, subjects: Iterable[str], resource: str, table: bool = False) -> bool:
-        """True if some action is allowed on ``resource`` or (unless a table) beneath it."""
-        parts = split_resource(resource)
-        targets = [ResourcePattern(resource, parts, False, resource)]
-        if not table:
-            targets.append(ResourcePattern(resource + ".*", parts, True, resource))
+    def can_see(self, subjects: Iterable[str], parts: Key, beneath: bool) -> bool:
+        """True if some action is allowed on ``parts`` or (with ``beneath``) on a resource
+        beneath it."""
+        targets = [ResourcePattern(parts, False)]
+        if beneath:
+            targets.append(ResourcePattern(parts, True))
         denies = [rule for s in subjects if s in self._denies
-                  for rule in self._denies[s].reaching(parts, resource)]
+                  for rule in self._denies[s].reaching(parts)]
         allows = (rule for s in subjects if s in self._allows
-                  for rule in self._allows[s].reaching(parts, resource))
+                  for rule in self._allows[s].reaching(parts))
         return any(_visible_through(rule, targets, denies) for rule in allows)
+
+
+def _literal(pattern: ResourcePattern) -> Key:
+    """The one resource an exact pattern names."""
+    return tuple(segment for segment in pattern.segments if segment is not None)
 
 
 def _bucketed(rules: Iterable[Rule]) -> dict[str, _Bucket]:
@@ -142,12 +157,10 @@ def _reachable(start: str, edges: dict[str, set[str]]) -> set[str]:
     return seen
 
 
-def _on_one_path(left: str, right: str) -> bool:
-    """Cheap filter: is one dotted path a (segment-wise) prefix of the other?"""
-    if not left or not right:
-        return True
+def _on_one_path(left: Key, right: Key) -> bool:
+    """Cheap filter: is one literal prefix a (segment-wise) prefix of the other?"""
     short, long = sorted((left, right), key=len)
-    return long.startswith(short) and long[len(short):len(short) + 1] in ("", ".")
+    return long[:len(short)] == short
 
 
 def _visible_through(rule: Rule, targets: list[ResourcePattern],

@@ -18,6 +18,7 @@ from casbin.model import Model
 from proxy.governance import Principal
 from proxy.policy.patterns import action_match, resource_match
 from proxy.policy.rules import ParsedPolicy, Problem
+from proxy.resources import Resource
 
 CANONICAL_MODEL = """\
 [request_definition]
@@ -83,8 +84,10 @@ def _mismatch(source: str, key: str, want: str, got: str | None) -> Problem | No
 def reference_enforcer(model_text: str, policy: ParsedPolicy) -> Any:
     """A real ``casbin.Enforcer`` over ``policy``, with icegov's matcher functions registered."""
     model = parse_model(model_text)
-    model.model["p"]["p"].policy.extend(_row(rule.text) for rule in policy.rules)
-    model.model["g"]["g"].policy.extend(_row(grant.text) for grant in policy.grants)
+    model.model["p"]["p"].policy.extend(
+        [rule.subject, rule.pattern.text, rule.action, "allow" if rule.allow else "deny"]
+        for rule in policy.rules)
+    model.model["g"]["g"].policy.extend([grant.member, grant.role] for grant in policy.grants)
     enforcer = casbin.Enforcer(model)
     enforcer.add_function("resourceMatch", resource_match)
     enforcer.add_function("actionMatch", action_match)
@@ -92,14 +95,15 @@ def reference_enforcer(model_text: str, policy: ParsedPolicy) -> Any:
     return enforcer
 
 
-def _row(line: str) -> list[str]:
-    return [field.strip() for field in line.split(",")[1:]]
+def reference_allows(enforcer: Any, principal: Principal, action: str,
+                     resource: Resource) -> bool:
+    """Casbin's answer for a principal: every subject (name and token roles), a deny wins.
 
-
-def reference_allows(enforcer: Any, principal: Principal, action: str, resource: str) -> bool:
-    """Casbin's answer for a principal: every subject (name and token roles), a deny wins."""
+    Casbin's matcher functions receive strings: the resource goes to Casbin in its canonical
+    text form and ``resourceMatch`` parses it back into segments.
+    """
     subjects = (principal.name, *principal.roles)
-    verdicts = [_verdict(enforcer, subject, resource, action) for subject in subjects]
+    verdicts = [_verdict(enforcer, subject, str(resource), action) for subject in subjects]
     return "allow" in verdicts and "deny" not in verdicts
 
 

@@ -60,7 +60,8 @@ class Rule:
 
     @property
     def text(self) -> str:
-        """The rule as a canonical policy line, e.g. ``p, writer, icegov.demo.*, INSERT, allow``."""
+        """The rule as a canonical policy line, e.g. ``p, writer, icegov.demo.*, INSERT, allow``
+        (the pattern in its canonical text form: quotes only where a segment needs them)."""
         effect = "allow" if self.allow else "deny"
         return f"p, {self.subject}, {self.pattern.text}, {self.action}, {effect}"
 
@@ -122,13 +123,30 @@ def _whole_file_problems(text: str, source: str, rules: list[Rule]) -> list[Prob
 
 
 def _parse_line(line: str, number: int) -> Rule | Grant:
-    fields = [field.strip() for field in line.split(",")]
+    fields = split_fields(line)
     kind, values = fields[0], fields[1:]
     if kind == "p":
         return _parse_rule(values, number)
     if kind == "g":
         return _parse_grant(values, number)
     raise ValueError(f"unknown line type {kind!r}: lines start with 'p', 'g' or '#'")
+
+
+def split_fields(line: str) -> list[str]:
+    """The comma-separated fields of a line, stripped; a comma inside double quotes (a quoted
+    resource segment such as ``"a,b"``) does not separate fields."""
+    fields: list[str] = []
+    start, quoted = 0, False
+    for position, char in enumerate(line):
+        if char == '"':
+            quoted = not quoted  # a doubled quote inside quotes toggles twice: no change
+        elif char == "," and not quoted:
+            fields.append(line[start:position].strip())
+            start = position + 1
+    if quoted:
+        raise ValueError("unbalanced double quote")
+    fields.append(line[start:].strip())
+    return fields
 
 
 def _parse_rule(values: list[str], number: int) -> Rule:
@@ -161,5 +179,5 @@ def _check_name(what: str, name: str) -> None:
     if name == WILDCARD:
         raise ValueError(f"'*' is not a {what}: wildcards are for resources and actions only "
                          "(grant to a role that every principal holds instead)")
-    if any(ch.isspace() or not ch.isprintable() for ch in name):
-        raise ValueError(f"{what} {name!r} contains whitespace or control characters")
+    if any(ch.isspace() or not ch.isprintable() or ch == '"' for ch in name):
+        raise ValueError(f"{what} {name!r} contains whitespace, quotes or control characters")

@@ -12,9 +12,10 @@ from structlog.testing import capture_logs
 from proxy.governance import Action, Principal
 from proxy.policy import PolicyAuthorizer, PolicyError, PolicySettings
 from proxy.policy.model import CANONICAL_MODEL
+from proxy.resources import Resource
 
 WRITER = Principal("w", ("writer",))
-RESOURCE = "icegov.demo.t"
+RESOURCE = Resource("icegov", ("demo",), "t")
 ALLOW_INSERT = "p, writer, icegov.demo.*, INSERT, allow\n"
 ALLOW_DELETE = "p, writer, icegov.demo.*, DELETE, allow\n"
 
@@ -37,7 +38,8 @@ def rewrite(path: Path, text: str) -> None:
 def test_the_repository_policy_loads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(Path(__file__).parents[2])
     auth = PolicyAuthorizer.from_settings(PolicySettings())
-    assert auth.decide(Principal("writer", ("writer",)), Action.INSERT, "icegov.demo.x").allowed
+    assert auth.decide(Principal("writer", ("writer",)), Action.INSERT,
+                         Resource("icegov", ("demo",), "x")).allowed
     assert auth.status.generation == 1
     assert auth.status.last_error is None
 
@@ -50,6 +52,11 @@ def test_the_repository_policy_loads(monkeypatch: pytest.MonkeyPatch) -> None:
     ("x, writer, a, b, c\n", "unknown line type 'x'"),
     ("p, writer, icegov..t, INSERT, allow\n", "empty segment"),
     ("p, writer, icegov.demo_*, INSERT, allow\n", "whole segment"),
+    ('p, writer, icegov."demo.*, INSERT, allow\n', "unbalanced double quote"),
+    ('p, writer, icegov."demo"x.*, INSERT, allow\n', "closing quote must end its segment"),
+    ('p, writer, icegov."..".*, INSERT, allow\n', "is not a name"),
+    ('p, writer, icegov."a/b".*, INSERT, allow\n', "not allowed in names"),
+    ("p, writer, icegov.my demo.*, INSERT, allow\n", "must be double-quoted"),
     ("p, *, icegov.demo.*, INSERT, allow\n", "'*' is not a subject"),
     ("p, writer, icegov.demo.*, INSERT, allow", "does not end with a newline"),
     ("", "has no 'p' rules"),
@@ -134,7 +141,7 @@ def test_cached_decisions_do_not_survive_a_reload(settings: PolicySettings) -> N
 def test_the_cache_is_bounded(settings: PolicySettings) -> None:
     auth = PolicyAuthorizer.from_settings(settings.model_copy(update={"decision_cache_size": 8}))
     for i in range(50):
-        auth.decide(WRITER, Action.INSERT, f"icegov.demo.t{i}")
+        auth.decide(WRITER, Action.INSERT, Resource("icegov", ("demo",), f"t{i}"))
     assert auth.cache_info()["size"] == 8
 
 
