@@ -1,10 +1,16 @@
-"""Per-request context, as pure ASGI middleware (no BaseHTTPMiddleware: it fights streaming)."""
+"""Per-request context, as pure ASGI middleware (no BaseHTTPMiddleware: it fights streaming).
+
+The request id is also bound in structlog's contextvars for the duration of the request, so every
+log line written while handling it (in this task, its child tasks and its threadpool calls, which
+copy the context) carries ``request_id``.
+"""
 
 from __future__ import annotations
 
 import re
 import uuid
 
+import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 REQUEST_ID_HEADER = b"x-request-id"
@@ -35,7 +41,8 @@ class RequestContextMiddleware:
                 message["headers"] = [*message.get("headers", []), header]
             await send(message)
 
-        await self.app(scope, receive, send_with_id)
+        with structlog.contextvars.bound_contextvars(request_id=rid):
+            await self.app(scope, receive, send_with_id)
 
 
 def _incoming_id(scope: Scope) -> str | None:

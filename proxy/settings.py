@@ -1,10 +1,16 @@
-"""Settings: one frozen model, loaded once from ``ICEGOV__*`` environment variables and flags."""
+"""Settings: one frozen model, loaded once from ``ICEGOV__*`` environment variables and flags.
+
+Only ``Settings`` reads the environment; every nested group is a plain pydantic model filled from
+``ICEGOV__<GROUP>__<FIELD>``. ``load_settings`` turns any problem into one ``SettingsError`` line
+naming the variable to fix.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from proxy.audit import AuditSettings
@@ -13,10 +19,14 @@ from proxy.identity.settings import IdentitySettings
 from proxy.policy.settings import PolicySettings
 
 
-class Timeouts(BaseSettings):
-    """Timeouts (seconds) for calls to the backing catalog."""
+class Timeouts(BaseModel):
+    """Timeouts (seconds) for calls to the backing catalog (``ICEGOV__TIMEOUTS__<FIELD>``).
 
-    model_config = SettingsConfigDict(frozen=True)
+    A plain model, not settings of its own: only the main settings read the environment, so
+    nothing but ``ICEGOV__``-prefixed variables can change it.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     connect: float = 5.0
     read: float = 60.0
@@ -87,3 +97,26 @@ class Settings(BaseSettings):
         if self.catalog_db_uri:
             return self.catalog_db_uri
         return f"sqlite:///{self.warehouse.resolve() / 'catalog.db'}"
+
+
+class SettingsError(ValueError):
+    """Settings that cannot work, described in one line (the variable and what is wrong)."""
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment with ``overrides`` (flags) on top; ``SettingsError`` if bad."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise SettingsError(describe_settings_error(exc)) from None
+
+
+def describe_settings_error(exc: ValidationError) -> str:
+    """Pydantic's errors as one line: ``ICEGOV__PORT: Input should be a valid integer; ...``."""
+    parts = []
+    for error in exc.errors(include_url=False, include_input=False):
+        location = [str(part) for part in error["loc"]]
+        where = "ICEGOV__" + "__".join(location).upper() if location else "settings"
+        message = error["msg"].removeprefix("Value error, ")
+        parts.append(f"{where}: {message}")
+    return "; ".join(parts)

@@ -1,0 +1,137 @@
+"""Operational logs: JSON lines, the request id on every line of a request, secrets redacted."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import jwt
+import pytest
+import structlog
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.testclient import TestClient
+
+from proxy.context import RequestContextMiddleware
+from proxy.logs import REDACTED, configure_logging, redact_text, reset_logging
+
+TOKEN = jwt.encode({"sub": "writer", "roles": ["admin"]}, "k" * 32, algorithm="HS256")
+SECRET = "pa55-w0rd-that-must-not-leak"
+
+
+@pytest.fixture()
+def stream() -> Iterator[io.StringIO]:
+    out = io.StringIO()
+    configure_logging("INFO", stream=out)
+    yield out
+    reset_logging()
+
+
+def lines(stream: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_lines_are_json_with_level_logger_and_time(stream: io.StringIO) -> None:
+    structlog.get_logger("icegov.test").info("hello", answer=42)
+    logging.getLogger("uvicorn.error").warning("started on %s", "port 1")
+    first, second = lines(stream)
+    assert first | {"timestamp": "?"} == {"event": "hello", "answer": 42, "level": "info",
+                                          "logger": "icegov.test", "timestamp": "?"}
+    assert first["timestamp"].endswith("Z")
+    assert second["event"] == "started on port 1" and second["level"] == "warning"
+
+
+def test_configuring_twice_installs_one_handler(stream: io.StringIO) -> None:
+    configure_logging("DEBUG")
+    structlog.get_logger().debug("once")
+    assert [line["event"] for line in lines(stream)] == ["once"]
+    assert logging.getLogger().level == logging.DEBUG
+
+
+def test_unknown_level_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown log level"):
+        configure_logging("chatty")
+
+
+def test_every_line_of_a_request_carries_its_request_id(stream: io.StringIO) -> None:
+    async def endpoint(_: Request) -> JSONResponse:
+        structlog.get_logger("icegov").info("handling")
+        logging.getLogger("somelib").warning("stdlib too")
+        return JSONResponse({})
+
+    app = Starlette(routes=[Route("/", endpoint)])
+    with TestClient(RequestContextMiddleware(app)) as client:
+        response = client.get("/", headers={"x-request-id": "req-123"})
+        client.get("/")
+    structlog.get_logger("icegov").info("outside")
+    ours = ("handling", "stdlib too", "outside")
+    handled = [line for line in lines(stream) if line["event"] in ours]
+    assert len(handled) == 5
+    assert [line.get("request_id") for line in handled[:2]] == ["req-123", "req-123"]
+    assert handled[2]["request_id"] not in ("req-123", None)
+    assert handled[2]["request_id"] == handled[3]["request_id"]
+    assert "request_id" not in handled[4]
+    assert response.headers["x-request-id"] == "req-123"
+
+
+def test_sensitive_fields_are_redacted(stream: io.StringIO) -> None:
+    structlog.get_logger().info(
+        "calling", authorization=f"Bearer {TOKEN}", client_secret=SECRET,
+        headers=[(b"authorization", b"Basic d3JpdGVyOndyaXRlci1zZWNyZXQ="), (b"host", b"x")],
+        form={"grant_type": "token-exchange", "subject_token": TOKEN, "password": SECRET},
+        catalog_credential=f"icegov:{SECRET}", note="nothing secret here")
+    text = stream.getvalue()
+    assert TOKEN not in text and SECRET not in text and "d3JpdGVy" not in text
+    (line,) = lines(stream)
+    assert line["authorization"] == REDACTED and line["client_secret"] == REDACTED
+    assert line["headers"] == [["authorization", REDACTED], ["host", "x"]]
+    assert line["form"]["grant_type"] == "token-exchange"
+    assert line["note"] == "nothing secret here"
+
+
+@pytest.mark.parametrize("text", [
+    f"Authorization: Bearer {TOKEN}",
+    f"sent {TOKEN} to the catalog",
+    f"grant_type=client_credentials&client_id=writer&client_secret={SECRET}",
+    f'{{"subject_token": "{SECRET}", "subject_token_type": "x"}}',
+    f"{{'password': '{SECRET}'}}",
+    f"ICEGOV__IDENTITY__SIGNING_KEY={SECRET}",
+    f"postgresql://icegov:{SECRET}@db:5432/catalog",
+    f"X-Api-Key: {SECRET}",
+    f"credential=writer:{SECRET}",
+])
+def test_secrets_in_free_text_are_redacted(text: str) -> None:
+    redacted = redact_text(text)
+    assert SECRET not in redacted and TOKEN not in redacted
+    assert REDACTED in redacted
+
+
+@pytest.mark.parametrize("text", [
+    "bearer token has expired", "token_type=bearer", "issued_token_type: access_token",
+    "signing_key must be at least 32 bytes", "unknown client or wrong secret",
+])
+def test_ordinary_words_are_left_alone(text: str) -> None:
+    assert redact_text(text) == text
+
+
+def test_tracebacks_are_redacted(stream: io.StringIO) -> None:
+    try:
+        raise RuntimeError(f"backing refused Authorization: Bearer {TOKEN} (secret={SECRET})")
+    except RuntimeError:
+        structlog.get_logger("icegov").exception("unexpected error")
+        logging.getLogger("uvicorn.error").exception("Exception in ASGI application")
+    text = stream.getvalue()
+    assert TOKEN not in text and SECRET not in text
+    for line in lines(stream):
+        assert "Traceback" in line["exception"] and "RuntimeError" in line["exception"]
+        assert REDACTED in line["exception"]
+
+
+def test_a_secret_in_the_event_itself_is_redacted(stream: io.StringIO) -> None:
+    structlog.get_logger().error(f"token {TOKEN} rejected")
+    assert lines(stream)[0]["event"] == f"token {REDACTED} rejected"
