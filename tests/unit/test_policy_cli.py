@@ -111,6 +111,36 @@ def test_explain_with_token_roles_and_default_deny(files: list[str]) -> None:
     assert "decided by: no rule matched (default deny)" in denied.output
 
 
+def test_explain_takes_quoted_names_and_says_what_is_visible(files: list[str]) -> None:
+    dotted = run("explain", *files, "--principal", "ann", "--action", "SELECT",
+                 "--resource", 'icegov."sales.eu".orders')
+    assert dotted.exit_code == 0, dotted.output
+    assert dotted.output.startswith('DENY SELECT on icegov."sales.eu".orders\n')
+    assert "  visible:    no, hidden (404), as a table" in dotted.output
+    assert "casbin:     agrees" in dotted.output
+    table = run("explain", *files, "--principal", "ann", "--action", "SELECT",
+                "--resource", "icegov.sales.payroll")
+    assert "  visible:    no, hidden (404), as a table" in table.output
+    namespace = run("explain", *files, "--principal", "ann", "--action", "SELECT",
+                    "--resource", "icegov.sales.payroll", "--kind", "namespace")
+    assert "  visible:    yes, as a namespace" in namespace.output  # icegov.sales.payroll.x
+
+
+@pytest.mark.parametrize(("resource", "kind", "message"), [
+    ('icegov."sales', None, "unbalanced quote"),
+    ("icegov.*.orders", None, "names no wildcards"),
+    ('icegov."..".orders', None, "is not a name"),
+    ("icegov", "namespace", "a namespace has two or more segments"),
+])
+def test_explain_refuses_a_malformed_resource(files: list[str], resource: str,
+                                              kind: str | None, message: str) -> None:
+    kind_args = ["--kind", kind] if kind else []
+    result = run("explain", *files, "--principal", "a", "--action", "LIST",
+                 "--resource", resource, *kind_args)
+    assert result.exit_code == 2
+    assert message in result.output
+
+
 def test_explain_rejects_an_unknown_action(files: list[str]) -> None:
     result = run("explain", *files, "--principal", "a", "--action", "SLECT", "--resource", "x")
     assert result.exit_code == 2
@@ -140,7 +170,36 @@ def test_test_reports_each_failure(tmp_path: Path, files: list[str]) -> None:
     assert "3 case(s): 1 passed, 2 failed" in result.output
 
 
+def test_test_checks_visibility_by_kind(tmp_path: Path, files: list[str]) -> None:
+    cases = tmp_path / "cases.yaml"
+    cases.write_text("""\
+- {principal: ann, table: icegov.sales.orders, expect: visible}
+- {principal: ann, namespace: icegov.sales.payroll, expect: visible}
+- {principal: ann, table: icegov.sales.payroll, expect: hidden}
+- {principal: ann, namespace: 'icegov."sales.eu"', expect: hidden}
+- {principal: ann, catalog: icegov, expect: visible}
+- {principal: ann, column: icegov.sales.orders.amount, expect: visible}
+- {name: wrong on purpose, principal: zoe, namespace: icegov.sales, expect: visible}
+- {principal: ann, action: SELECT, table: 'icegov."sales.eu".orders', expect: deny}
+""")
+    result = run("test", *files, str(cases))
+    assert result.exit_code == 1
+    assert (f"FAIL {cases} #7 (wrong on purpose) zoe SEES namespace icegov.sales: expected "
+            "visible, got hidden\n") in result.output
+    assert "8 case(s): 7 passed, 1 failed" in result.output
+
+
 @pytest.mark.parametrize(("text", "message"), [
+    ("- {principal: a, resource: icegov.x, expect: visible}\n",
+     "use catalog:, namespace:, table: or column: instead of resource:"),
+    ("- {principal: a, action: LIST, namespace: icegov.x, expect: hidden}\n",
+     "a hidden case names no action"),
+    ("- {principal: a, table: icegov.x.t, expect: allow}\n", "case #1: missing action"),
+    ("- {principal: a, action: LIST, table: icegov.x.t, namespace: icegov.x, expect: deny}\n",
+     "exactly one of resource, catalog, namespace, table, column"),
+    ("- {principal: a, action: LIST, table: icegov.x, expect: deny}\n",
+     "a table has three or more segments"),
+    ("- {principal: a, action: LIST, resource: 'icegov.\"x', expect: deny}\n", "unbalanced"),
     ("not: a list\n", "expected a non-empty YAML list"),
     ("- {principal: a, action: SELECT, resource: x}\n", "case #1: missing expect"),
     ("- {principal: a, action: READ, resource: x, expect: allow}\n", "unknown action 'READ'"),
