@@ -30,6 +30,7 @@ from typing import Any
 from proxy.governance import Action, Principal
 from proxy.policy import PolicyAuthorizer, PolicySettings
 from proxy.policy.model import CANONICAL_MODEL, reference_enforcer
+from proxy.resources import Resource
 
 SIZES = (10, 1_000, 10_000)
 DATA_ACTIONS = (Action.SELECT, Action.INSERT, Action.DELETE, Action.DESCRIBE, Action.LIST)
@@ -88,13 +89,17 @@ def principals(shape: Shape, rng: random.Random, count: int) -> list[Principal]:
     return people
 
 
-def requests(shape: Shape, rng: random.Random, count: int) -> list[tuple[Principal, Action, str]]:
+Request = tuple[Principal, Action, Resource]
+
+
+def requests(shape: Shape, rng: random.Random, count: int) -> list[Request]:
     people = principals(shape, rng, 200)
-    seen: set[tuple[Principal, Action, str]] = set()
+    seen: set[Request] = set()
     while len(seen) < count:
         ns = rng.randrange(shape.namespaces)
         table = rng.choice((f"t{rng.randrange(20)}", f"secret{rng.randrange(5)}", "payroll"))
-        seen.add((rng.choice(people), rng.choice(DATA_ACTIONS), f"icegov.ns{ns}.{table}"))
+        seen.add((rng.choice(people), rng.choice(DATA_ACTIONS),
+                  Resource("icegov", (f"ns{ns}",), table)))
     return list(seen)
 
 
@@ -124,13 +129,14 @@ def measure(size: int, count: int, workdir: Path) -> dict[str, Any]:
     load_ms = (time.perf_counter() - start) * 1000
     calls = requests(shape, rng, count)
     for principal, _, _ in calls:
-        auth.can_see(principal, "warm-up: subjects cached")
+        auth.can_see(principal, Resource("warm-up: subjects cached"))
     miss, hit = timed(calls, auth.decide), timed(calls, auth.decide)
-    targets = {(p, r.rsplit(".", 1)[0]) for p, _, r in calls} | {(p, r) for p, _, r in calls}
+    namespaces = {(p, Resource(r.catalog, r.namespace)) for p, _, r in calls}
+    targets = namespaces | {(p, r) for p, _, r in calls}
     see = timed(sorted(targets, key=str)[:count], auth.can_see)
     enforcer = reference_enforcer(CANONICAL_MODEL, auth.policy.parsed)
     sample = calls[: max(20, 2000 // max(1, size // 10))]
-    casbin = timed([(p.roles[0], r, a.value) for p, a, r in sample], enforcer.enforce)
+    casbin = timed([(p.roles[0], str(r), a.value) for p, a, r in sample], enforcer.enforce)
     return {"rules": auth.status.rules, "grants": auth.status.grants, "load_ms": load_ms,
             "miss": miss, "hit": hit, "see": see, "casbin": casbin}
 
