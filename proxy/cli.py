@@ -1,31 +1,84 @@
-"""The ``icegov`` command line."""
+"""The ``icegov`` command line.
+
+Start-up problems an operator can fix — bad settings, a missing or broken policy or principals
+file, unusable identity settings — are one line on stderr and exit status 2, never a traceback.
+"""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import click
+import structlog
 import uvicorn
 
-from proxy.settings import Settings
+from proxy import defaults
+from proxy.identity.principals import PrincipalsFileError
+from proxy.identity.settings import IdentityConfigError
+from proxy.logs import configure_logging
+from proxy.policy.rules import PolicyError
+from proxy.settings import Settings, SettingsError, load_settings
+
+log = structlog.get_logger("icegov")
+
+STARTUP_ERRORS = (SettingsError, PolicyError, PrincipalsFileError, IdentityConfigError, OSError)
+
+
+class StartupError(click.ClickException):
+    """Why icegov cannot start, shown as one line on stderr (exit status 2)."""
+
+    exit_code = 2
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"icegov: error: {self.format_message()}", err=True)
+
+
+def describe_startup_error(exc: BaseException) -> str:
+    """One line saying what is wrong: the file or setting, and the reason."""
+    if isinstance(exc, SettingsError):
+        return f"bad settings: {exc}"
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"cannot start: {where}{exc.strerror or type(exc).__name__}"
+    if isinstance(exc, PolicyError):
+        return f"policy not loaded: {exc}"
+    return " ".join(str(exc).split())
 
 
 def _settings(**options: Any) -> Settings:
     """Settings from the environment, overridden by the flags actually given."""
     given = {k: v for k, v in options.items() if v is not None}
-    return Settings(**given)
+    try:
+        settings = load_settings(**given)
+    except SettingsError as exc:
+        raise StartupError(describe_startup_error(exc)) from None
+    configure_logging(settings.log_level)
+    return settings
 
 
 def _run(app: Any, settings: Settings) -> None:
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info",
-                access_log=False, proxy_headers=False, server_header=False)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
+                log_config=None, access_log=False, proxy_headers=False, server_header=False)
+
+
+def _announce_policy(settings: Settings) -> None:
+    paths = {"model": str(settings.policy.model_path), "policy": str(settings.policy.policy_path),
+             "principals": str(settings.identity.principals_file)}
+    if settings.policy.is_demo:
+        log.warning("policy.demo", note="serving the DEMO policy and demo principals packaged "
+                    "with icegov; their secrets are public. `icegov init policies` writes "
+                    "editable copies", **paths)
+    else:
+        log.info("policy.files", **paths)
 
 
 @click.group()
 @click.version_option(package_name="icegov")
 def main() -> None:
     """icegov: a governance proxy for Apache Iceberg REST catalogs."""
+    configure_logging()
 
 
 @main.command()
@@ -44,7 +97,12 @@ def serve(**options: Any) -> None:
     from proxy.app import create_app
 
     settings = _settings(**options)
-    _run(create_app(settings), settings)
+    _announce_policy(settings)
+    try:
+        app = create_app(settings)
+    except STARTUP_ERRORS as exc:
+        raise StartupError(describe_startup_error(exc)) from None
+    _run(app, settings)
 
 
 @main.command()
@@ -58,7 +116,42 @@ def catalog(**options: Any) -> None:
     from proxy.catalog import EmbeddedCatalog
 
     settings = _settings(**options)
-    _run(EmbeddedCatalog.from_settings(settings).app, settings)
+    try:
+        app = EmbeddedCatalog.from_settings(settings).app
+    except STARTUP_ERRORS as exc:
+        raise StartupError(describe_startup_error(exc)) from None
+    _run(app, settings)
+
+
+@main.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path),
+                default=defaults.LOCAL_DIR)
+@click.option("--force", is_flag=True, help="Overwrite files that already exist.")
+def init(directory: Path, force: bool) -> None:
+    """Write editable copies of the demo policy into DIRECTORY (default ./policies).
+
+    The copies: model.conf, policy.csv, principals.yaml and README.md (the policy language).
+    """
+    try:
+        written = defaults.write_copies(directory, overwrite=force)
+    except defaults.InitError as exc:
+        raise StartupError(str(exc)) from None
+    click.echo(f"wrote {', '.join(str(path) for path in written)}")
+    click.echo(_init_next_steps(directory.resolve()))
+
+
+def _init_next_steps(directory: Path) -> str:
+    env = {"ICEGOV__POLICY__MODEL_PATH": directory / defaults.MODEL,
+           "ICEGOV__POLICY__POLICY_PATH": directory / defaults.POLICY,
+           "ICEGOV__IDENTITY__PRINCIPALS_FILE": directory / defaults.PRINCIPALS}
+    exports = "\n".join(f"  export {name}={shlex.quote(str(path))}" for name, path in env.items())
+    where = "Point icegov at them:\n"
+    if directory.name == defaults.LOCAL_DIR.name:
+        where = (f"icegov serve, started in {directory.parent}, reads them as ./policies; "
+                 "from anywhere else, point it at them:\n")
+    return (f"{where}{exports}\n"
+            "The demo principals' secrets are public (README.md): replace them with entries from "
+            "`icegov principal add NAME --role ROLE` before serving real data.")
 
 
 def _register_groups() -> None:

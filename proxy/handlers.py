@@ -28,15 +28,21 @@ class BackingHandlers:
         self._authorizer = authorizer
 
     async def readyz(self, _: Request) -> JSONResponse:
-        """Ready when the backing catalog answers its config endpoint without a server error."""
+        """Ready when the backing catalog answers its config endpoint without a server error.
+
+        Anyone may ask, so the answer says only ``status``, the policy ``generation`` in force
+        and whether the files on disk failed to load (``policy_error``) — never their paths,
+        contents or the error text (those are in the log and ``icegov policy check``).
+        """
         try:
             response = await self._forwarder.fetch(CONFIG_PATH, b"", ())
         except IcebergError as exc:
-            raise BackingUnavailable(f"backing catalog not reachable: {exc.message}") from exc
+            raise BackingUnavailable("backing catalog not reachable") from exc
         if response.status_code >= 500:
             raise BackingUnavailable(f"backing catalog answered {response.status_code}")
-        return JSONResponse({"status": "ready", "backing_status": response.status_code,
-                             "policy": self._authorizer.status.as_dict()})
+        status = self._authorizer.status
+        return JSONResponse({"status": "ready", "generation": status.generation,
+                             "policy_error": status.last_error is not None})
 
     async def config(self, inbound: InboundRequest) -> Response:
         """The backing catalog's config, as the base that icegov's own additions extend."""

@@ -8,7 +8,7 @@ naming the variable to fix.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -42,6 +42,8 @@ class Settings(BaseSettings):
     )
 
     host: str = "127.0.0.1"
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="Operational log level (JSON lines on stderr).")
     port: int = 8181
     catalog_uri: str | None = Field(
         default=None, description="Backing Iceberg REST catalog; None serves the embedded catalog."

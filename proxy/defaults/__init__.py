@@ -45,3 +45,25 @@ def is_packaged(path: Path) -> bool:
         return path.resolve().parent == PACKAGED_DIR
     except OSError:
         return False
+
+
+class InitError(Exception):
+    """``icegov init`` cannot write its copies (a file exists, or the directory is unusable)."""
+
+
+def write_copies(directory: Path, *, overwrite: bool = False) -> list[Path]:
+    """Write editable copies of ``FILES`` into ``directory`` (created if needed).
+
+    Refuses, writing nothing, when any of them exists and ``overwrite`` is False.
+    """
+    targets = [directory / name for name in FILES]
+    existing = [str(path) for path in targets if path.exists()]
+    if existing and not overwrite:
+        raise InitError(f"{', '.join(existing)} already exist(s); use --force to overwrite")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, target in zip(FILES, targets, strict=True):
+            target.write_bytes(packaged(name).read_bytes())
+    except OSError as exc:
+        raise InitError(f"cannot write into {directory}: {exc.strerror or exc}") from None
+    return targets
