@@ -2,6 +2,7 @@
 
 It is a real REST catalog in its own right (``icegov catalog`` serves it alone); the proxy reaches
 it through the same forwarding path as a remote catalog, in-process via httpx's ASGITransport.
+It imports nothing of the governed pipeline (gate, intents, classification).
 """
 
 from __future__ import annotations
@@ -9,16 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyiceberg.catalog.sql import SqlCatalog
-from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response
 
+from proxy.catalog.app import CatalogApp, Handler
 from proxy.catalog.namespaces import NamespaceHandlers
 from proxy.catalog.store import open_catalog
 from proxy.catalog.tables import TableHandlers
-from proxy.dispatch import Handler, IcebergDispatcher, iceberg_app
 from proxy.errors import NotSupported
 from proxy.inbound import InboundRequest
-from proxy.routes import ENDPOINTS, RouteTable
+from proxy.routes import ENDPOINTS
 from proxy.settings import Settings
 
 
@@ -27,7 +27,7 @@ class EmbeddedCatalog:
     """The embedded catalog: its ASGI app and the SqlCatalog behind it."""
 
     catalog: SqlCatalog
-    app: Starlette
+    app: CatalogApp
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EmbeddedCatalog:
@@ -56,11 +56,9 @@ def catalog_handlers(catalog: SqlCatalog) -> dict[str, Handler]:
     return handlers
 
 
-def create_catalog_app(catalog: SqlCatalog, max_body_bytes: int) -> Starlette:
+def create_catalog_app(catalog: SqlCatalog, max_body_bytes: int) -> CatalogApp:
     """The embedded catalog as an ASGI app; endpoints it does not implement answer 501."""
-    dispatcher = IcebergDispatcher(
-        RouteTable(), catalog_handlers(catalog), _not_supported, max_body_bytes)
-    return iceberg_app(dispatcher)
+    return CatalogApp(catalog_handlers(catalog), _not_supported, max_body_bytes)
 
 
 async def _not_supported(inbound: InboundRequest) -> Response:

@@ -53,4 +53,10 @@ async def run_catalog(fn: Callable[..., T], *args: object) -> T:
 def _message(exc: Exception) -> str:
     if isinstance(exc, KeyError):
         return f"missing field {exc}"
-    return str(exc) or type(exc).__name__
+    if isinstance(exc, pydantic.ValidationError):  # never echo the input (it may be file content)
+        first = exc.errors(include_url=False, include_input=False)[0]
+        location = ".".join(str(part) for part in first["loc"]) or "value"
+        return f"invalid {exc.title}: {location}: {first['msg']}"[:300]
+    if isinstance(exc, UnicodeError):
+        return "invalid input"
+    return (str(exc) or type(exc).__name__)[:300]

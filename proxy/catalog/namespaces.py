@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pyiceberg.catalog.sql import IcebergNamespaceProperties, SqlCatalog
 from starlette.responses import JSONResponse, Response
 
 from proxy.catalog.errors import run_catalog
+from proxy.catalog.wire import (
+    CreateNamespaceRequest,
+    UpdateNamespacePropertiesRequest,
+    parent_namespace,
+    parse_body,
+    path_namespace,
+)
 from proxy.errors import BadRequest
 from proxy.inbound import InboundRequest
-from proxy.routes import NAMESPACE_SEPARATOR
 
 _MINIMAL = set(IcebergNamespaceProperties.NAMESPACE_MINIMAL_PROPERTIES)
-
-
-def json_object(inbound: InboundRequest) -> dict[str, Any]:
-    """The body as a JSON object, or 400."""
-    body = inbound.json()
-    if not isinstance(body, dict):
-        raise BadRequest("request body must be a JSON object")
-    return body
 
 
 class NamespaceHandlers:
@@ -30,39 +26,41 @@ class NamespaceHandlers:
         self._catalog = catalog
 
     async def list_namespaces(self, inbound: InboundRequest) -> Response:
-        parent = inbound.query("parent")
-        levels = tuple(parent.split(NAMESPACE_SEPARATOR)) if parent else ()
-        found = await run_catalog(self._catalog.list_namespaces, levels)
+        found = await run_catalog(self._catalog.list_namespaces, parent_namespace(inbound))
         return JSONResponse({"namespaces": [list(ns) for ns in sorted(found)]})
 
     async def create_namespace(self, inbound: InboundRequest) -> Response:
-        body = json_object(inbound)
-        namespace = body.get("namespace")
-        if not isinstance(namespace, list) or not namespace:
-            raise BadRequest("'namespace' must be a non-empty list of strings")
-        properties = body.get("properties") or {}
-        await run_catalog(self._catalog.create_namespace, tuple(namespace), properties)
-        return JSONResponse({"namespace": namespace, "properties": properties})
+        request = parse_body(CreateNamespaceRequest, inbound)
+        reserved = _MINIMAL & set(request.properties)
+        if reserved:
+            raise BadRequest(f"reserved namespace properties: {sorted(reserved)}")
+        await run_catalog(self._catalog.create_namespace, request.namespace, request.properties)
+        return JSONResponse({"namespace": list(request.namespace),
+                             "properties": request.properties})
 
     async def load_namespace(self, inbound: InboundRequest) -> Response:
-        namespace = inbound.route.namespace
+        namespace = path_namespace(inbound)
         properties = await run_catalog(self._catalog.load_namespace_properties, namespace)
         return JSONResponse({"namespace": list(namespace), "properties": _visible(properties)})
 
     async def namespace_exists(self, inbound: InboundRequest) -> Response:
-        exists = await run_catalog(self._catalog.namespace_exists, inbound.route.namespace)
+        exists = await run_catalog(self._catalog.namespace_exists, path_namespace(inbound))
         return Response(status_code=204 if exists else 404)
 
     async def drop_namespace(self, inbound: InboundRequest) -> Response:
-        await run_catalog(self._catalog.drop_namespace, inbound.route.namespace)
+        await run_catalog(self._catalog.drop_namespace, path_namespace(inbound))
         return Response(status_code=204)
 
     async def update_namespace_properties(self, inbound: InboundRequest) -> Response:
-        body = json_object(inbound)
-        removals = set(body.get("removals") or [])
-        updates = body.get("updates") or {}
+        namespace = path_namespace(inbound)
+        request = parse_body(UpdateNamespacePropertiesRequest, inbound)
+        removals, updates = set(request.removals), request.updates
+        if removals & set(updates):
+            raise BadRequest("a property may not be both updated and removed")
+        if (removals | set(updates)) & _MINIMAL:
+            raise BadRequest(f"reserved namespace properties: {sorted(_MINIMAL)}")
         summary = await run_catalog(
-            self._catalog.update_namespace_properties, inbound.route.namespace, removals, updates)
+            self._catalog.update_namespace_properties, namespace, removals, updates)
         return JSONResponse({"updated": summary.updated, "removed": summary.removed,
                              "missing": summary.missing})
 

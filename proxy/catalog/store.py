@@ -1,26 +1,37 @@
 """The embedded catalog's storage: pyiceberg's SqlCatalog plus what its public API lacks.
 
-SqlCatalog keeps one row per table pointing at the current metadata file. Two things are added
-here: reading a table's current metadata file as raw bytes (loadTable without re-serialising), and
+SqlCatalog keeps one row per table pointing at the current metadata file. Three things are added
+here: reading a table's current metadata file as raw bytes (loadTable without re-serialising),
 committing changes to several tables atomically in one SQL transaction (each row is swapped only
-if it still points at the metadata the change was validated against).
+if it still points at the metadata the change was validated against), and registering a table
+only once its metadata file has been read and parsed (a failed register registers nothing).
 """
 
 from __future__ import annotations
 
 import gzip
+import os
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
-from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.exceptions import (
+    CommitFailedException,
+    NoSuchNamespaceError,
+    NoSuchTableError,
+    TableAlreadyExistsError,
+)
+from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import CommitTableResponse, Table
 from pyiceberg.table.update import AssertCreate, TableRequirement, TableUpdate
 from pyiceberg.typedef import Identifier
 from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
+
+from proxy.errors import BadRequest
 
 CATALOG_NAME = "icegov"
 
@@ -66,6 +77,73 @@ def read_metadata_bytes(catalog: SqlCatalog, location: str) -> bytes:
     with io.new_input(location).open() as stream:
         raw: bytes = stream.read()
     return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+
+
+def register_table(catalog: SqlCatalog, identifier: Identifier, location: str,
+                   overwrite: bool) -> None:
+    """Point ``identifier`` at an existing metadata file, or change nothing.
+
+    The file must lie under the warehouse and parse as table metadata (400 otherwise, with one
+    message whatever the reason, so that a caller learns nothing about other files); only then
+    is the row written (``overwrite``: an existing table's row is repointed).
+    """
+    _check_registrable(catalog, location)
+    namespace_levels = Catalog.namespace_from(identifier)
+    if not catalog.namespace_exists(namespace_levels):
+        raise NoSuchNamespaceError(f"Namespace does not exist: {'.'.join(namespace_levels)}")
+    namespace = Catalog.namespace_to_string(namespace_levels)
+    name = Catalog.table_name_from(identifier)
+    with Session(catalog.engine) as session:
+        if overwrite and _repoint(catalog, session, namespace, name, location):
+            session.commit()
+            return
+        try:
+            session.execute(insert(IcebergTables).values(
+                **catalog._create_table_row(namespace, name, location)))
+            session.commit()
+        except IntegrityError as exc:
+            raise TableAlreadyExistsError(f"Table {namespace}.{name} already exists") from exc
+
+
+def _check_registrable(catalog: SqlCatalog, location: str) -> None:
+    unreadable = BadRequest("metadata-location is not a table metadata file in this catalog's "
+                            "warehouse")
+    path = warehouse_path(catalog, location)
+    if path is None or not path.is_file():
+        raise unreadable
+    try:
+        FromInputFile.table_metadata(catalog._load_file_io(location=location).new_input(location))
+    except Exception as exc:  # unreadable or not metadata: the same answer either way
+        raise unreadable from exc
+
+
+def warehouse_path(catalog: SqlCatalog, location: str) -> Path | None:
+    """The local path of ``location`` if it is a file under the catalog's warehouse, else None."""
+    parsed = urlparse(location)
+    if parsed.scheme not in ("", "file") or parsed.netloc not in ("", "localhost"):
+        return None
+    raw = unquote(parsed.path) if parsed.scheme else location
+    if not raw.startswith("/") or "\x00" in raw:
+        return None
+    path = Path(os.path.realpath(raw))
+    root = Path(os.path.realpath(unquote(urlparse(catalog.properties["warehouse"]).path)))
+    return path if path.is_relative_to(root) else None
+
+
+def _repoint(catalog: SqlCatalog, session: Session, namespace: str, name: str,
+             location: str) -> bool:
+    current = select(IcebergTables.metadata_location).where(
+        IcebergTables.catalog_name == catalog.name, IcebergTables.table_namespace == namespace,
+        IcebergTables.table_name == name)
+    previous = session.execute(current).scalar_one_or_none()
+    if previous is None:
+        return False
+    session.execute(
+        update(IcebergTables)
+        .where(IcebergTables.catalog_name == catalog.name,
+               IcebergTables.table_namespace == namespace, IcebergTables.table_name == name)
+        .values(metadata_location=location, previous_metadata_location=previous))
+    return True
 
 
 def commit_atomically(catalog: SqlCatalog, changes: list[TableChange]) -> list[CommitTableResponse]:

@@ -10,6 +10,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from proxy.app import create_app
+from proxy.catalog import create_catalog_app
+from proxy.catalog.store import open_catalog
 from tests.support.errors import assert_error_model
 from tests.support.settings import settings_for_tests
 
@@ -156,8 +158,134 @@ def test_rename_register_and_drop(http: TestClient) -> None:
     assert http.get("/v1/namespaces/db/tables").json() == {"identifiers": []}
 
 
-def test_unimplemented_endpoints_are_501(http: TestClient) -> None:
-    assert_error_model(http.get("/v1/namespaces/db/views"), 501, "UnsupportedOperationException")
+def test_unimplemented_endpoints_are_not_offered(http: TestClient, tmp_path: Path) -> None:
     endpoints = http.get("/v1/config").json()["endpoints"]
     assert "GET /v1/{prefix}/namespaces/{namespace}/views" not in endpoints
     assert "POST /v1/{prefix}/transactions/commit" in endpoints
+    assert_error_model(http.get("/v1/namespaces/db/views"), 404)  # the proxy never forwards it
+    with TestClient(create_catalog_app(open_catalog(
+            f"sqlite:///{tmp_path / 'alone.db'}", tmp_path / "alone"), 1 << 20)) as alone:
+        assert_error_model(alone.get("/v1/namespaces/db/views"), 501,
+                           "UnsupportedOperationException")
+
+
+@pytest.fixture()
+def alone(tmp_path: Path) -> Iterator[TestClient]:
+    """The embedded catalog on its own (no gate in front), namespace ``db`` and table ``t``."""
+    catalog = open_catalog(f"sqlite:///{tmp_path / 'alone.db'}", tmp_path / "alone")
+    with TestClient(create_catalog_app(catalog, 1 << 20)) as client:
+        client.post("/v1/namespaces", json={"namespace": ["db"]})
+        create(client, "t")
+        yield client
+    catalog.engine.dispose()
+
+
+def _bad_bodies(table_uuid: str) -> list[tuple[str, Any]]:
+    commit = set_property(table_uuid, "k", "v")
+    return [
+        ("/v1/namespaces", {"namespace": ["n1"], "properties": {"a": None}}),
+        ("/v1/namespaces", '{"namespace": ["n2"], "properties": {"a": NaN}}'),
+        ("/v1/namespaces", {"namespace": ["n3"], "properties": []}),
+        ("/v1/namespaces", {"namespace": "n4"}),
+        ("/v1/namespaces", {"namespace": []}),
+        ("/v1/namespaces", {"namespace": ["n5", ".."]}),
+        ("/v1/namespaces", {"namespace": ["n6\u0000"]}),
+        ("/v1/namespaces", {"namespace": ["db.t"]}),  # would alias ("db", "t") in SqlCatalog
+        ("/v1/namespaces", {"namespace": ["n7"], "properties": {"exists": "false"}}),
+        ("/v1/namespaces/db/properties", {"updates": {"a": 1}}),
+        ("/v1/namespaces/db/properties", {"removals": "owner"}),
+        ("/v1/namespaces/db/properties", {"updates": {"a": "1"}, "removals": ["a"]}),
+        ("/v1/namespaces/db/tables", {"name": "u", "schema": 5}),
+        ("/v1/namespaces/db/tables", {"name": 7, "schema": SCHEMA}),
+        ("/v1/namespaces/db/tables", {"name": "u", "schema": SCHEMA, "properties": []}),
+        ("/v1/namespaces/db/tables", {"name": "u", "schema": SCHEMA, "stage-create": "yes"}),
+        ("/v1/namespaces/db/tables", {"name": "u/v", "schema": SCHEMA}),
+        ("/v1/namespaces/db/tables", {"schema": SCHEMA}),
+        ("/v1/namespaces/db/tables", [{"name": "u", "schema": SCHEMA}]),
+        ("/v1/namespaces/db/register", {"name": "r", "metadata-location": 5}),
+        ("/v1/tables/rename", {"source": {"namespace": ["db"], "name": "t"},
+                               "destination": {"namespace": ["db"], "name": 5}}),
+        ("/v1/tables/rename", {"source": {"namespace": ["db"], "name": "t"},
+                               "destination": {"namespace": "db", "name": "z"}}),
+        ("/v1/namespaces/db/tables/t", {**commit, "updates": [
+            {"action": "set-properties", "updates": {"a": None}}]}),
+        ("/v1/namespaces/db/tables/t", {**commit, "requirements": 5}),
+        ("/v1/namespaces/db/tables/t", '{"requirements": [], "updates": [], "updates": []}'),
+        ("/v1/transactions/commit", {"table-changes": [commit]}),  # no identifier
+        ("/v1/transactions/commit", {"table-changes": "all"}),
+        ("/v1/namespaces/db/tables/t/metrics", {"report-type": "scan-report"}),
+    ]
+
+
+def _post(client: TestClient, path: str, body: Any) -> Any:
+    if isinstance(body, str):
+        return client.post(path, content=body, headers={"content-type": "application/json"})
+    return client.post(path, json=body)
+
+
+@pytest.mark.parametrize("through_proxy", [False, True], ids=["catalog", "proxy"])
+def test_bad_bodies_are_400_and_change_nothing(
+    through_proxy: bool, http: TestClient, alone: TestClient
+) -> None:
+    client = http if through_proxy else alone
+    if through_proxy:
+        create(client, "t")
+    uuid = client.get("/v1/namespaces/db/tables/t").json()["metadata"]["table-uuid"]
+    for path, body in _bad_bodies(uuid):
+        response = _post(client, path, body)
+        assert response.status_code == 400, (path, body, response.text)
+        assert_error_model(response, 400)
+    assert client.get("/v1/namespaces").json()["namespaces"] == [["db"]]
+    assert client.get("/v1/namespaces/db/tables").json()["identifiers"] == [
+        {"namespace": ["db"], "name": "t"}]
+    assert properties(client, "t") == {}
+
+
+def test_deeply_nested_json_is_400_before_authentication(tmp_path: Path) -> None:
+    with TestClient(create_app(settings_for_tests(tmp_path))) as anonymous:
+        response = anonymous.post("/v1/namespaces", content=b"[" * 200_000 + b"]" * 200_000)
+        assert_error_model(response, 400, "BadRequestException")
+        assert anonymous.get("/v1/namespaces").status_code == 401
+
+
+def test_hostile_names_in_the_path_are_400(alone: TestClient) -> None:
+    for path in ("/v1/namespaces/db%1F..%1Fsecret/tables/t", "/v1/namespaces/db%1F/tables/t",
+                 "/v1/namespaces/db/tables/x%2F..%2Ft", "/v1/namespaces/db%00", "/v1/namespaces/."
+                 "%2E", "/v1/namespaces/db.t", "/v1/namespaces?parent=db%1F%1F"):
+        assert_error_model(alone.get(path), 400, "BadRequestException")
+    assert alone.head("/v1/namespaces/db/tables/t").status_code == 204
+
+
+def test_a_failed_register_registers_nothing(alone: TestClient, tmp_path: Path) -> None:
+    location = alone.get("/v1/namespaces/db/tables/t").json()["metadata-location"]
+    not_metadata = tmp_path / "alone" / "notes.json"
+    not_metadata.write_text('{"hello": "world"}')
+    refused = [
+        str(tmp_path / "alone" / "missing.metadata.json"),  # missing, in the warehouse
+        not_metadata.as_uri(),  # present, not metadata
+        "/etc/passwd",  # outside the warehouse
+        str(tmp_path / "alone" / ".." / "alone.db"),  # out of the warehouse by ".."
+        "s3://bucket/metadata/00000.metadata.json",
+    ]
+    messages = set()
+    for candidate in refused:
+        response = alone.post("/v1/namespaces/db/register",
+                              json={"name": "r", "metadata-location": candidate})
+        messages.add(assert_error_model(response, 400, "BadRequestException")["message"])
+        assert alone.head("/v1/namespaces/db/tables/r").status_code == 404
+    assert len(messages) == 1 and "passwd" not in messages.pop()  # nothing learned about files
+    assert alone.post("/v1/namespaces/db/register",
+                      json={"name": "r", "metadata-location": location}).status_code == 200
+    assert alone.head("/v1/namespaces/db/tables/r").status_code == 204
+
+
+def test_register_overwrite_repoints_an_existing_table(alone: TestClient) -> None:
+    first = alone.get("/v1/namespaces/db/tables/t").json()
+    other = create(alone, "other")["metadata-location"]
+    body = {"name": "t", "metadata-location": other}
+    assert_error_model(alone.post("/v1/namespaces/db/register", json=body), 409,
+                       "AlreadyExistsException")
+    assert alone.get("/v1/namespaces/db/tables/t").json() == first
+    replaced = alone.post("/v1/namespaces/db/register", json={**body, "overwrite": True})
+    assert replaced.status_code == 200, replaced.text
+    assert alone.get("/v1/namespaces/db/tables/t").json()["metadata-location"] == other
