@@ -3,16 +3,26 @@
 Public API::
 
     check_classification_complete()              # at start-up: every REST update action known
-    intent = classify_commit(body, base, io)      # one table commit -> CommitIntent
+    check_commit_shape(body, limits)              # cheap, before any read: shape, 413 on size
+    intent = classify_commit(body, base, io, limits=limits)  # one table commit -> CommitIntent
     creates_table(body)                           # is this commit / table-changes entry a create?
+    table_locations(base, body)                   # where the table's files may be (TableLocations)
 
 ``intent.actions`` is every right the commit needs; ``intent.evidence`` (``to_dict()``) is what
-the audit record shows. A commit that cannot be verified raises ``UnverifiableCommit`` (400).
+the audit record shows. A commit that cannot be verified raises ``UnverifiableCommit`` (400),
+one that references a file outside the table's locations too (before reading it), one whose
+verification would exceed ``CommitLimits`` ``CommitTooLarge`` (400).
 
 Modules: ``classify`` (orchestration, ref analysis), ``updates`` (one classifier per update
 action, the dispatch table and the start-up check), ``snapshots`` (claimed snapshots, which state
-each replaces), ``diff`` (what a snapshot changes, from manifests), ``rules`` (change -> action,
-summary checks), ``manifests`` (reading), ``intent`` (result types).
+each replaces), ``refs`` (ref type and retention changes), ``diff`` (what a snapshot changes, from
+manifests), ``history`` (what a snapshot carries over must be unchanged), ``rules`` (change ->
+action, summary checks), ``manifests`` (reading, within limits), ``confine`` (the table's
+locations), ``shape`` (the cheap checks), ``intent`` (result types).
+
+History: a snapshot that alters a manifest or entry it carries over from its predecessor (a kept
+manifest's sequence number or counts, a re-listed file's bounds) rewrites history: it is an
+UPDATE, never verified, whatever it claims (see ``history``).
 
 Removed delete files: removing a delete file re-exposes the rows it deleted, so a snapshot that
 does is an UPDATE, unless the removal provably exposes nothing (the delete file is expired,
@@ -22,7 +32,11 @@ whose record counts show no row can become visible (see ``rules``).
 """
 
 from proxy.commits.classify import classify_commit, creates_table
+from proxy.commits.confine import TableLocations, table_locations
 from proxy.commits.intent import CommitEvidence, CommitIntent, FileCounts, UnverifiableCommit
+from proxy.commits.limits import CommitLimits
+from proxy.commits.manifests import CommitTooLarge
+from proxy.commits.shape import check_commit_shape
 from proxy.commits.updates import (
     SPEC_TABLE_UPDATES,
     UPDATE_CLASSIFIERS,
@@ -35,10 +49,15 @@ __all__ = [
     "UPDATE_CLASSIFIERS",
     "CommitEvidence",
     "CommitIntent",
+    "CommitLimits",
+    "CommitTooLarge",
     "FileCounts",
     "IncompleteClassification",
+    "TableLocations",
     "UnverifiableCommit",
     "check_classification_complete",
+    "check_commit_shape",
     "classify_commit",
     "creates_table",
+    "table_locations",
 ]

@@ -24,10 +24,14 @@ from pyiceberg.io import FileIO
 from pyiceberg.manifest import ManifestFile
 from pyiceberg.table.metadata import TableMetadata
 
+from proxy.commits.confine import table_locations
 from proxy.commits.diff import SnapshotChange, diff_snapshot
 from proxy.commits.intent import CommitEvidence, CommitIntent, FileCounts, UnverifiableCommit
-from proxy.commits.manifests import read_manifests
+from proxy.commits.limits import CommitLimits
+from proxy.commits.manifests import ManifestReader
+from proxy.commits.refs import changes_ref_settings
 from proxy.commits.rules import claim_disagreements, data_action, merge_data_actions
+from proxy.commits.shape import DEFAULT_LIMITS, check_commit_shape
 from proxy.commits.snapshots import StepPlan, optional_id, plan_steps
 from proxy.commits.updates import CommitScan, apply_update
 from proxy.governance import Action
@@ -43,15 +47,16 @@ def creates_table(body: Mapping[str, Any]) -> bool:
                for r in _list(body, "requirements"))
 
 
-def classify_commit(body: Mapping[str, Any], base: TableMetadata | None,
-                    io: FileIO) -> CommitIntent:
+def classify_commit(body: Mapping[str, Any], base: TableMetadata | None, io: FileIO, *,
+                    limits: CommitLimits = DEFAULT_LIMITS) -> CommitIntent:
     """Everything a table commit needs, verified against its manifests.
 
     ``body`` is the raw commit JSON (``requirements`` and ``updates``), ``base`` the table's
-    current metadata (None for a create), ``io`` a FileIO that can read its manifests.
+    current metadata (None for a create), ``io`` a FileIO that can read its manifests. Files the
+    commit introduces must lie under the table's locations (``confine``); reading is bounded by
+    ``limits`` (``CommitTooLarge``, 400) and the shape by ``check_commit_shape``.
     """
-    if not isinstance(body, Mapping):
-        raise UnverifiableCommit("a table commit must be a JSON object")
+    check_commit_shape(body, limits)
     creating = creates_table(body)
     if base is None and not creating:
         raise UnverifiableCommit("cannot verify a commit to a table without its metadata")
@@ -59,7 +64,9 @@ def classify_commit(body: Mapping[str, Any], base: TableMetadata | None,
     for update in _list(body, "updates"):
         apply_update(update, scan)
     plan = _plan(scan, _asserted_refs(body))
-    changes = [_verify(scan, plan, step_key, io) for step_key in plan.steps]
+    reader = ManifestReader(io, table_locations(scan.base, body), limits)
+    changes = [_history_checked(_verify(scan, plan, step_key, reader, limits))
+               for step_key in plan.steps]
     return _intent(scan, plan, changes)
 
 
@@ -87,7 +94,7 @@ def _plan(scan: CommitScan, asserted: Mapping[str, int | None]) -> StepPlan:
             scan.actions.add(Action.MANAGE_SNAPSHOTS)
             continue
         targets[ref] = target
-        if ref != MAIN_BRANCH and ref not in base_refs:
+        if (ref != MAIN_BRANCH and ref not in base_refs) or changes_ref_settings(scan, ref):
             scan.actions.add(Action.MANAGE_SNAPSHOTS)
     predecessors = {ref: None if ref in scan.reset_refs else asserted.get(ref, base_refs.get(ref))
                     for ref in targets}
@@ -99,26 +106,32 @@ def _plan(scan: CommitScan, asserted: Mapping[str, int | None]) -> StepPlan:
 
 
 def _verify(scan: CommitScan, plan: StepPlan, key: tuple[int, int | None],
-            io: FileIO) -> tuple[SnapshotChange, Action]:
+            reader: ManifestReader, limits: CommitLimits) -> tuple[SnapshotChange, Action]:
     step = plan.steps[key]
-    before = _manifests_of(scan, step.before_id, io)
+    before = _manifests_of(scan, step.before_id, reader)
     snapshot = step.snapshot
-    change = diff_snapshot(io, snapshot.snapshot_id, snapshot.manifest_list, before)
+    change = diff_snapshot(reader, snapshot.snapshot_id, snapshot.manifest_list, before)
     return change, data_action(change, snapshot.operation)
 
 
+def _history_checked(verified: tuple[SnapshotChange, Action]) -> tuple[SnapshotChange, Action]:
+    """A snapshot that alters what it carries over rewrites history: an UPDATE, whatever else."""
+    change, _ = verified
+    return (change, Action.UPDATE) if change.rewrites_history else verified
+
+
 def _manifests_of(scan: CommitScan, snapshot_id: int | None,
-                  io: FileIO) -> tuple[ManifestFile, ...]:
+                  reader: ManifestReader) -> tuple[ManifestFile, ...]:
     """The manifests of the state a step replaces: a base snapshot, a new one, or nothing."""
     if snapshot_id is None:
         return ()
     if snapshot_id in scan.added:
-        return read_manifests(io, scan.added[snapshot_id].manifest_list)
+        return reader.claimed_manifests(scan.added[snapshot_id].manifest_list)
     known = None if scan.base is None else scan.base.snapshot_by_id(snapshot_id)
     if known is None:
         raise UnverifiableCommit(f"cannot verify the commit: parent snapshot {snapshot_id} is "
                                  "not in the table")
-    return read_manifests(io, known.manifest_list)
+    return reader.manifests(known.manifest_list)
 
 
 def _intent(scan: CommitScan, plan: StepPlan,

@@ -29,11 +29,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pyiceberg.io import FileIO
 from pyiceberg.manifest import ManifestContent, ManifestEntryStatus, ManifestFile
 
+from proxy.commits.confine import TableLocations
+from proxy.commits.history import kept_manifest_changes, relisted_entry_changes
 from proxy.commits.intent import FileCounts, UnverifiableCommit
-from proxy.commits.manifests import ContentFile, Entry, read_entries, read_manifests
+from proxy.commits.manifests import ContentFile, Entry, ManifestReader
 
 _Key = tuple[bool, str, int | None]
 _MAX_NAMED = 3
@@ -48,6 +49,7 @@ class SnapshotChange:
     removed: tuple[ContentFile, ...] = ()
     exposing_deletes: tuple[ContentFile, ...] = ()
     anomalies: tuple[str, ...] = ()
+    rewrites_history: bool = False  # carried-over manifests or entries differ (``history``)
 
     @property
     def added_data(self) -> tuple[ContentFile, ...]:
@@ -79,31 +81,55 @@ def records(files: Iterable[ContentFile]) -> int:
     return sum(f.records for f in files)
 
 
-def diff_snapshot(io: FileIO, snapshot_id: int, manifest_list: str,
+def diff_snapshot(reader: ManifestReader, snapshot_id: int, manifest_list: str,
                   before: tuple[ManifestFile, ...]) -> SnapshotChange:
-    """Read what snapshot ``snapshot_id`` changes relative to the manifests in ``before``."""
-    after = read_manifests(io, manifest_list)
+    """Read what snapshot ``snapshot_id`` changes relative to the manifests in ``before``.
+
+    The new manifest list, its fresh manifests and the files they introduce must lie under the
+    table's locations (checked before anything is read); what it carries over from ``before``
+    must be unchanged (``history``).
+    """
+    after = reader.claimed_manifests(manifest_list)
     _require_unique(after)
     old_paths = {m.manifest_path for m in before}
     new_paths = {m.manifest_path for m in after}
     fresh = [m for m in after if m.manifest_path not in old_paths]
     kept = [m for m in before if m.manifest_path in new_paths]
-    fresh_entries = [e for m in fresh for e in read_entries(io, m)]
-    dropped_live = _live({}, (e for m in before if m.manifest_path not in new_paths
-                              for e in read_entries(io, m)))
+    for manifest in fresh:
+        reader.locations.require(manifest.manifest_path, "manifest")
+    fresh_entries = [e for m in fresh for e in reader.entries(m)]
+    dropped = [e for m in before if m.manifest_path not in new_paths for e in reader.entries(m)]
+    dropped_live = _live({}, dropped)
+    _confine_new_files(reader.locations, fresh_entries, dropped_live)
+    history = [*kept_manifest_changes(before, after),
+               *relisted_entry_changes(fresh_entries, {e.file.key: e for e in dropped if e.live})]
     anomalies = [*_foreign_manifests(snapshot_id, fresh),
-                 *_status_anomalies(snapshot_id, fresh_entries, dropped_live)]
-    return _change(snapshot_id, fresh_entries, dropped_live, kept, anomalies)
+                 *_status_anomalies(snapshot_id, fresh_entries, dropped_live), *history]
+    return _change(snapshot_id, fresh_entries, dropped_live, kept, anomalies, bool(history))
+
+
+def _confine_new_files(locations: TableLocations, fresh: list[Entry],
+                       dropped_live: dict[_Key, ContentFile]) -> None:
+    """Files the fresh manifests list that the predecessor did not must be the table's own."""
+    for entry in fresh:
+        if entry.file.key in dropped_live:
+            continue  # re-listed: the same location the predecessor held
+        kind = "data file" if entry.file.is_data else "delete file"
+        locations.require(entry.file.path, kind)
+        if entry.file.referenced_data_file is not None:
+            locations.require(entry.file.referenced_data_file, "referenced data file")
 
 
 def _change(snapshot_id: int, fresh_entries: list[Entry], dropped_live: dict[_Key, ContentFile],
-            kept: list[ManifestFile], anomalies: list[str]) -> SnapshotChange:
+            kept: list[ManifestFile], anomalies: list[str],
+            rewrites_history: bool = False) -> SnapshotChange:
     fresh_live = _live({}, fresh_entries)
     added = tuple(f for k, f in fresh_live.items() if k not in dropped_live)
     removed = tuple(f for k, f in dropped_live.items() if k not in fresh_live)
     floor = _min_data_sequence(kept, fresh_live.values())
     exposing = _exposing(removed, added, floor)
-    return SnapshotChange(snapshot_id, added, removed, exposing, tuple(anomalies))
+    return SnapshotChange(snapshot_id, added, removed, exposing, tuple(anomalies),
+                          rewrites_history)
 
 
 def _require_unique(manifests: tuple[ManifestFile, ...]) -> None:

@@ -1,22 +1,28 @@
 """Reading manifest lists and manifests, to see what a snapshot really contains.
 
-Manifests are read with the v3 entry schema (a superset of v1/v2), so deletion vectors keep their
-``content_offset`` and file-scoped deletes their ``referenced_data_file``. Manifest lists are read
-afresh (pyiceberg's process-wide manifest cache is bypassed: a list is a claim to check, and a
-cached record from another list must not stand in for it). Any read failure is an
-``UnverifiableCommit``.
+``ManifestReader`` reads for one commit: through the table's FileIO, within the commit's
+``CommitLimits`` (manifests per list, entries per commit) and, for what the commit introduces,
+within the table's locations (``confine``): the new snapshot's manifest list is checked before it
+is opened. Manifests are read with the v3 schemas (a superset of v1/v2), so deletion vectors keep
+their ``content_offset``, file-scoped deletes their ``referenced_data_file`` and manifest lists
+their ``first_row_id``. Manifest lists are read afresh (pyiceberg's process-wide manifest cache is
+bypassed: a list is a claim to check, and a cached record from another list must not stand in
+for it). Any read failure is an ``UnverifiableCommit`` whose message is the same whatever the
+cause (missing, unreadable, not Avro): no OS error text or file content reaches the client.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TypeVar
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from pyiceberg.avro.file import AvroFile
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import (
     MANIFEST_ENTRY_SCHEMAS,
+    MANIFEST_LIST_FILE_SCHEMAS,
     DataFile,
     DataFileContent,
     FileFormat,
@@ -24,17 +30,19 @@ from pyiceberg.manifest import (
     ManifestEntry,
     ManifestEntryStatus,
     ManifestFile,
-    read_manifest_list,
+    PartitionFieldSummary,
 )
+from pyiceberg.typedef import Record
 
+from proxy.commits.confine import TableLocations
 from proxy.commits.intent import UnverifiableCommit
+from proxy.commits.limits import CommitLimits
 
 T = TypeVar("T")
 
 _DELETE_FILE_PATH_FIELD = 2147483546  # ``file_path`` of a position delete file's rows
 _REFERENCED_DATA_FILE = 17  # positions in the v3 data_file struct
 _CONTENT_OFFSET = 18
-_MAX_REASON = 200
 
 
 @dataclass(frozen=True)
@@ -60,61 +68,104 @@ class ContentFile:
 
 @dataclass(frozen=True)
 class Entry:
-    """A manifest entry: its status, the snapshot it names (inherited if null) and its file."""
+    """A manifest entry: its status, the snapshot it names (inherited if null) and its file.
+
+    ``record`` is every field of the entry's data file in canonical, comparable form (v3
+    ``data_file`` order); ``spec_id`` is its manifest's partition spec.
+    """
 
     status: ManifestEntryStatus
     snapshot_id: int | None
     file: ContentFile
+    file_sequence_number: int | None = None
+    spec_id: int | None = None
+    record: tuple[Any, ...] = ()
 
     @property
     def live(self) -> bool:
         return self.status != ManifestEntryStatus.DELETED
 
 
-def read_manifests(io: FileIO, manifest_list: str) -> tuple[ManifestFile, ...]:
-    """The manifests a manifest list names, read fresh from ``manifest_list``."""
-    what = f"manifest list {manifest_list}"
-    return _guarded(what, lambda: tuple(read_manifest_list(io.new_input(manifest_list))))
+@dataclass
+class ManifestReader:
+    """Reads the manifests one commit's verification needs, within limits and locations."""
+
+    io: FileIO
+    locations: TableLocations
+    limits: CommitLimits = field(default_factory=CommitLimits)
+    entries_read: int = 0
+
+    def claimed_manifests(self, manifest_list: str) -> tuple[ManifestFile, ...]:
+        """The manifests a new snapshot's list names (the list must be under the table)."""
+        self.locations.require(manifest_list, "manifest list")
+        return self.manifests(manifest_list)
+
+    def manifests(self, manifest_list: str) -> tuple[ManifestFile, ...]:
+        """The manifests ``manifest_list`` names, at most ``limits.max_manifests`` of them."""
+        return _guarded(f"manifest list {manifest_list!r}",
+                        lambda: self._read_list(manifest_list))
+
+    def entries(self, manifest: ManifestFile) -> tuple[Entry, ...]:
+        """Every entry of ``manifest`` (deleted ones included), inherited values filled in."""
+        raw = _guarded(f"manifest {manifest.manifest_path!r}", lambda: self._read_raw(manifest))
+        return tuple(_entry(manifest, e) for e in raw)
+
+    def _read_list(self, manifest_list: str) -> tuple[ManifestFile, ...]:
+        limit = self.limits.max_manifests
+        manifests: list[ManifestFile] = []
+        with _avro(self.io, manifest_list, MANIFEST_LIST_FILE_SCHEMAS[3],
+                   {-1: ManifestFile, 508: PartitionFieldSummary},
+                   {517: ManifestContent}) as reader:
+            for manifest in reader:
+                if len(manifests) == limit:
+                    raise CommitTooLarge(f"a manifest list names more than {limit} manifests")
+                manifests.append(manifest)
+        return tuple(manifests)
+
+    def _read_raw(self, manifest: ManifestFile) -> list[ManifestEntry]:
+        limit = self.limits.max_entries
+        entries: list[ManifestEntry] = []
+        with _avro(self.io, manifest.manifest_path, MANIFEST_ENTRY_SCHEMAS[3],
+                   {-1: ManifestEntry, 2: DataFile},
+                   {0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent}) as reader:
+            for entry in reader:
+                if self.entries_read == limit:
+                    raise CommitTooLarge(f"verifying the commit would read more than {limit} "
+                                         "manifest entries")
+                self.entries_read += 1
+                entries.append(entry)
+        return entries
 
 
-def read_entries(io: FileIO, manifest: ManifestFile) -> tuple[Entry, ...]:
-    """Every entry of ``manifest`` (deleted ones included), with inherited values filled in."""
-    raw = _guarded(f"manifest {manifest.manifest_path}", lambda: _read_raw(io, manifest))
-    return tuple(_entry(manifest, e) for e in raw)
+class CommitTooLarge(UnverifiableCommit):
+    """Verifying the commit would exceed a ``CommitLimits`` bound (400)."""
 
 
-def _read_raw(io: FileIO, manifest: ManifestFile) -> list[ManifestEntry]:
-    with AvroFile[ManifestEntry](
-        io.new_input(manifest.manifest_path),
-        MANIFEST_ENTRY_SCHEMAS[3],
-        read_types={-1: ManifestEntry, 2: DataFile},
-        read_enums={0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent},
-    ) as reader:
-        return list(reader)
+def _avro(io: FileIO, path: str, schema: Any, read_types: dict[int, Any],
+          read_enums: dict[int, Any]) -> AvroFile[Any]:
+    return AvroFile[Any](io.new_input(path), schema, read_types=read_types,
+                         read_enums=read_enums)
 
 
 def _guarded(what: str, read: Callable[[], T]) -> T:
     try:
         return read()
+    except UnverifiableCommit:
+        raise
     except Exception as exc:  # any I/O or decoding failure means: not verifiable
         raise UnverifiableCommit(
-            f"cannot verify the commit: {what} is unreadable ({_reason(exc)})") from exc
-
-
-def _reason(exc: Exception) -> str:
-    """I/O errors say what went wrong; decoding errors only their type (their text can quote
-    bytes of whatever file the client pointed at)."""
-    if isinstance(exc, OSError):
-        return (str(exc) or type(exc).__name__)[:_MAX_REASON]
-    return f"not a readable Avro file: {type(exc).__name__}"
+            f"cannot verify the commit: {what} could not be read as an Iceberg manifest "
+            "file") from exc
 
 
 def _entry(manifest: ManifestFile, raw: ManifestEntry) -> Entry:
     data_file = raw.data_file
     _check_content(manifest, data_file)
-    sequence = raw.sequence_number
-    if sequence is None and raw.status == ManifestEntryStatus.ADDED:
-        sequence = manifest.sequence_number
+    inherits = raw.status == ManifestEntryStatus.ADDED or manifest.sequence_number == 0
+    sequence, file_sequence = raw.sequence_number, raw.file_sequence_number
+    if inherits:
+        sequence = manifest.sequence_number if sequence is None else sequence
+        file_sequence = manifest.sequence_number if file_sequence is None else file_sequence
     file = ContentFile(
         path=data_file.file_path,
         content=DataFileContent(data_file.content),
@@ -124,7 +175,24 @@ def _entry(manifest: ManifestFile, raw: ManifestEntry) -> Entry:
         referenced_data_file=_referenced_data_file(data_file),
     )
     snapshot_id = raw.snapshot_id if raw.snapshot_id is not None else manifest.added_snapshot_id
-    return Entry(ManifestEntryStatus(raw.status), snapshot_id, file)
+    return Entry(ManifestEntryStatus(raw.status), snapshot_id, file, file_sequence,
+                 manifest.partition_spec_id, canonical(data_file))
+
+
+def canonical(value: Any) -> Any:
+    """``value`` (a record, map, list or scalar read from Avro) as a comparable, hashable form.
+
+    Maps become sorted item tuples, records and lists tuples, and NaN a marker equal to itself.
+    """
+    if isinstance(value, Record):
+        return tuple(canonical(value[i]) for i in range(len(value)))
+    if isinstance(value, Mapping):
+        return tuple(sorted((k, canonical(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(canonical(v) for v in value)
+    if isinstance(value, float) and math.isnan(value):
+        return ("NaN",)
+    return value
 
 
 def _check_content(manifest: ManifestFile, data_file: DataFile) -> None:

@@ -16,7 +16,7 @@ been read (``classify``). The decisions for metadata-only updates:
   files) or creates the table, else ALTER;
 * ``remove-encryption-key``: ALTER and DELETE, since files encrypted with it become unreadable;
 * ``remove-snapshots``: MANAGE_SNAPSHOTS; ``set-snapshot-ref``/``remove-snapshot-ref``: judged
-  per ref at the end (see ``classify``).
+  per ref at the end (see ``classify``; a ref's type and retention settings, see ``refs``).
 
 An action not in the table needs every table right (``TABLE_ACTIONS``) and is listed in the
 evidence. ``check_classification_complete`` fails start-up if an action of the REST spec has no
@@ -61,6 +61,7 @@ class CommitScan:
     added: dict[int, ClaimedSnapshot] = field(default_factory=dict)
     refs: dict[str, int | None] = field(default_factory=dict)  # final target; None = removed
     reset_refs: set[str] = field(default_factory=set)  # removed at some point in the commit
+    ref_settings: dict[str, Mapping[str, Any]] = field(default_factory=dict)  # last set per ref
     removed_snapshots: set[int] = field(default_factory=set)
     removed_statistics: set[int] = field(default_factory=set)
     adds_key: bool = False
@@ -89,7 +90,9 @@ def _add_snapshot(update: Mapping[str, Any], scan: CommitScan) -> None:
 
 def _set_snapshot_ref(update: Mapping[str, Any], scan: CommitScan) -> None:
     target = require_id(update.get("snapshot-id"), "set-snapshot-ref snapshot-id")
-    scan.refs[_ref_name(update)] = target
+    name = _ref_name(update)
+    scan.refs[name] = target
+    scan.ref_settings[name] = update
 
 
 def _remove_snapshot_ref(update: Mapping[str, Any], scan: CommitScan) -> None:

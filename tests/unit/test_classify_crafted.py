@@ -1,16 +1,27 @@
 """classify_commit on hand-written manifests: rewrites, lying manifests, refs.
 
 The base is a real pyiceberg table (two appends: ``f1`` with 2 rows, ``f2`` with 1 row, each in
-its own manifest); new snapshots are written by ``tests.support.commit_capture.Crafter``.
+its own manifest); new snapshots are written by ``tests.support.commit_capture.Crafter`` into the
+table's metadata folder. Crafted data files (``new_data``) exist only in manifests, under
+``file:///nowhere``, which the table admits as its ``write.data.path`` (``confined_crafter``).
 """
 
 from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
-from pyiceberg.manifest import ManifestEntryStatus
+from pyiceberg.manifest import (
+    DataFile,
+    DataFileContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+    ManifestWriterV2,
+)
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 
 from proxy.governance import Action
 from tests.support.commit_capture import Crafter, new_data
@@ -20,9 +31,50 @@ ADDED, EXISTING, DELETED = ManifestEntryStatus.ADDED, ManifestEntryStatus.EXISTI
 _ids = itertools.count(1000)
 
 
+CRAFTED_DATA_ROOT = "file:///nowhere"  # where ``new_data`` files are (never read)
+
+
+def confined_crafter(folder: Path) -> Crafter:
+    """``Crafter.with_two_appends`` writing into the table's metadata folder, with crafted data
+    files' root set as the table's ``write.data.path`` (after the real appends)."""
+    crafter = Crafter.with_two_appends(folder)
+    with crafter.table.transaction() as transaction:
+        transaction.set_properties({"write.data.path": CRAFTED_DATA_ROOT})
+    table = crafter.catalog.load_table(crafter.table.name())
+    return Crafter(crafter.catalog, table, Path(urlparse(table.location()).path) / "metadata")
+
+
 @pytest.fixture()
 def crafter(tmp_path: Path) -> Crafter:
-    return Crafter.with_two_appends(tmp_path)
+    return confined_crafter(tmp_path)
+
+
+Relisted = tuple[ManifestEntryStatus, DataFile, int, int]  # status, file, data seq, snapshot id
+
+
+def live_entries(crafter: Crafter) -> tuple[Relisted, Relisted]:
+    """(f1, f2) as EXISTING entries exactly as a writer re-lists them: original sequence numbers
+    and snapshot ids."""
+    entries = [(EXISTING, e.data_file, e.sequence_number or 0, e.snapshot_id or 0)
+               for m in crafter.parent_manifests() for e in m.fetch_manifest_entry(crafter.table.io)
+               if e.data_file.content == DataFileContent.DATA]
+    f1, f2 = sorted(entries, key=lambda e: -e[1].record_count)
+    return f1, f2
+
+
+def write_manifest(crafter: Crafter, snapshot_id: int, entries: list[Relisted],
+                   file_sequence: int | None = None) -> ManifestFile:
+    """A data manifest added by ``snapshot_id`` whose entries carry their own snapshot ids (and
+    data sequence numbers; file sequence numbers equal them unless ``file_sequence`` is given)."""
+    out = crafter.table.io.new_output(str(crafter.folder / f"r-{next(_ids)}.avro"))
+    with ManifestWriterV2(UNPARTITIONED_PARTITION_SPEC, crafter.table.schema(), out, snapshot_id,
+                          "null") as writer:
+        for status, file, sequence, entry_snapshot in entries:
+            writer.add_entry(ManifestEntry.from_args(
+                status=status, snapshot_id=entry_snapshot, sequence_number=sequence,
+                file_sequence_number=sequence if file_sequence is None else file_sequence,
+                data_file=file))
+    return writer.to_manifest_file()
 
 
 def test_data_equivalent_replace_is_rewrite(crafter: Crafter) -> None:
@@ -57,9 +109,9 @@ def test_replace_that_only_removes_is_not_a_rewrite(crafter: Crafter) -> None:
 
 
 def test_rewriting_only_manifests_is_rewrite(crafter: Crafter) -> None:
-    (f1, s1), (f2, s2) = crafter.live()
+    f1, f2 = live_entries(crafter)
     sid = next(_ids)
-    merged = crafter.manifest(sid, [(EXISTING, f1, s1), (EXISTING, f2, s2)])
+    merged = write_manifest(crafter, sid, [f1, f2])
     intent = crafter.classify(crafter.body(crafter.snapshot(sid, [merged], "replace")))
     assert intent.actions == {Action.REWRITE} and intent.evidence.verified
 

@@ -106,8 +106,11 @@ def test_empty_commit_still_needs_a_right(table: Table) -> None:
 @pytest.mark.parametrize(("body", "message"), [
     ([{"action": "x"}], "must be a JSON object"),
     ({"updates": {"action": "x"}}, "updates must be a list"),
-    ({"updates": ["set-properties"]}, "every update needs an action"),
-    ({"updates": [{"updates": {}}]}, "every update needs an action"),
+    ({"updates": ["set-properties"]}, "every update needs a string 'action'"),
+    ({"updates": [{"updates": {}}]}, "every update needs a string 'action'"),
+    ({"updates": [{"action": 3}]}, "every update needs a string 'action'"),
+    ({"requirements": {"type": "assert-create"}}, "requirements must be a list"),
+    ({"requirements": [{"ref": "main"}]}, "every requirement needs a string 'type'"),
     ({"updates": [{"action": "add-snapshot", "snapshot": {"snapshot-id": 1}}]}, "manifest-list"),
     ({"updates": [{"action": "add-snapshot", "snapshot": {
         "snapshot-id": True, "manifest-list": "x"}}]}, "snapshot-id must be an integer"),

@@ -1,0 +1,138 @@
+"""Which files a table commit may reference: only those under the table's own locations.
+
+A commit names files by location (manifest lists, manifests, data and delete files, a delete
+file's ``referenced_data_file``). icegov reads some of them to verify the commit, and the catalog
+later reads, serves and (on purge) deletes all of them as the table's own. A location outside
+the table would let a commit read icegov's host files, adopt another table's manifests (its rows
+become readable here) or its data files (a purge of this table deletes them). So every location a
+commit introduces must lie under one of the table's roots:
+
+* the table ``location``;
+* ``write.data.path`` and ``write.metadata.path`` (and the deprecated data-path aliases
+  ``write.object-storage.path`` and ``write.folder-storage.path``), when set.
+
+For an existing table the roots come from its current metadata; for a create (no base) from the
+commit's own ``set-location`` and ``set-properties`` updates.
+
+Locations are compared as (scheme, authority, path segments): ``/x``, ``file:/x`` and
+``file:///x`` are the same file (Java writes ``file:/...``, pyiceberg ``file:///...`` or plain
+paths); a different scheme or authority is a different place. A location with a ``.`` or ``..``
+segment (also percent-encoded), a NUL, or a relative path is refused outright. Containment is on
+segment boundaries (``/t`` does not admit ``/t2/...``), checked both on the location as written
+and percent-decoded, so a FileIO that decodes cannot be led elsewhere.
+
+A refused location is never opened, so the refusal says the same whether the file exists or not.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+from pyiceberg.table.metadata import TableMetadata
+
+from proxy.commits.intent import UnverifiableCommit
+
+LOCATION_PROPERTIES: tuple[str, ...] = (
+    "write.data.path", "write.metadata.path", "write.object-storage.path",
+    "write.folder-storage.path",
+)
+"""Table properties that name a root the table writes files under."""
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$", re.DOTALL)
+_SHOWN = 120
+
+
+@dataclass(frozen=True)
+class Location:
+    """A file location split for comparison: scheme, authority and path segments."""
+
+    scheme: str
+    authority: str
+    segments: tuple[str, ...]
+
+    def contains(self, other: Location) -> bool:
+        """True if ``other`` is this location or lies under it (segment-wise)."""
+        return ((self.scheme, self.authority) == (other.scheme, other.authority)
+                and other.segments[:len(self.segments)] == self.segments)
+
+
+def parse_location(text: str) -> tuple[Location, Location] | None:
+    """``text`` as written and percent-decoded; None if it is not an acceptable location."""
+    if not text or "\x00" in text:
+        return None
+    raw = _split(text)
+    decoded = _split(unquote(text))
+    if raw is None or decoded is None:
+        return None
+    return raw, decoded
+
+
+def _split(text: str) -> Location | None:
+    match = _SCHEME.match(text)
+    scheme, rest = ("file", text) if match is None else (match[1].lower(), match[2])
+    authority = ""
+    if rest.startswith("//"):
+        authority, slash, rest = rest[2:].partition("/")
+        rest = slash + rest
+    if not rest.startswith("/") or (match is None and authority):
+        return None  # relative, or a scheme-less "//host/..." that readers disagree on
+    segments = tuple(s for s in rest.split("/") if s)
+    if any(s in (".", "..") for s in segments):
+        return None
+    return Location(scheme, authority, segments)
+
+
+@dataclass(frozen=True)
+class TableLocations:
+    """The roots a table's files must lie under."""
+
+    roots: tuple[tuple[Location, Location], ...]
+
+    def admits(self, path: str) -> bool:
+        """True if ``path`` lies under one of the roots (as written and decoded)."""
+        parsed = parse_location(path)
+        if parsed is None:
+            return False
+        raw, decoded = parsed
+        return any(root_raw.contains(raw) and root_decoded.contains(decoded)
+                   for root_raw, root_decoded in self.roots)
+
+    def require(self, path: str, what: str) -> None:
+        """Refuse (400, without reading it) a ``what`` at ``path`` outside the table."""
+        if not self.admits(path):
+            shown = path if len(path) <= _SHOWN else path[:_SHOWN] + "..."
+            raise UnverifiableCommit(
+                f"cannot verify the commit: {what} {shown!r} is not under the table's "
+                "locations (location, write.data.path, write.metadata.path)")
+
+
+def locations_from(texts: Iterable[Any]) -> TableLocations:
+    """The roots named by ``texts`` (non-strings, empty and unacceptable ones are ignored)."""
+    roots = [parse_location(t) for t in texts if isinstance(t, str)]
+    return TableLocations(tuple(r for r in roots if r is not None and r[0].segments))
+
+
+def table_locations(base: TableMetadata | None, body: Mapping[str, Any]) -> TableLocations:
+    """The roots of the table a commit changes: from ``base``, or for a create from the body.
+
+    For a create (``base`` None) the last ``set-location`` and the ``set-properties`` updates
+    name them; a create that names no location has no roots, so it may reference no file.
+    """
+    if base is not None:
+        return locations_from([base.location,
+                               *(base.properties.get(p) for p in LOCATION_PROPERTIES)])
+    location: Any = None
+    properties: dict[str, Any] = {}
+    updates = body.get("updates") if isinstance(body, Mapping) else None
+    for update in updates if isinstance(updates, list) else []:
+        if not isinstance(update, dict):
+            continue
+        if update.get("action") == "set-location":
+            location = update.get("location")
+        elif update.get("action") == "set-properties" and isinstance(update.get("updates"), dict):
+            properties.update(update["updates"])
+    return locations_from([location, *(properties.get(p) for p in LOCATION_PROPERTIES)])

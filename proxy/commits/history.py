@@ -1,0 +1,101 @@
+"""What a new snapshot carries over from its predecessor must be carried over unchanged.
+
+A snapshot's manifest list keeps most of its predecessor's manifests, and its fresh manifests
+re-list files of the manifests it drops as EXISTING (still live) or DELETED (removed now). Readers
+trust those copies: a kept manifest's sequence number decides which delete files apply to its
+files, its file counts let engines skip it, and a re-listed file's bounds drive pruning. A copy
+that differs from the original therefore rewrites history while looking like an append (deleted
+rows return, rows vanish from filtered reads). So:
+
+* every kept manifest's manifest-list record must equal the predecessor's in every field (path,
+  length, spec, content, sequence numbers, added snapshot, file and row counts, partition
+  summaries, key metadata; ``first_row_id`` when the predecessor had one: a v3 writer assigns
+  one to manifests that lacked it);
+* every entry re-listed EXISTING or DELETED must equal the original live entry in every field
+  of its data file, its data and file sequence numbers and its partition spec; an EXISTING entry
+  also keeps its original snapshot id (a DELETED one carries the new snapshot's id, as Java and
+  pyiceberg write it, which ``diff`` checks). ``first_row_id`` is compared when the original
+  had one written out.
+
+Each difference is reported as a reason; ``diff`` marks the snapshot as rewriting history, which
+``classify`` turns into an UPDATE that is never verified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pyiceberg.manifest import (
+    MANIFEST_ENTRY_SCHEMAS,
+    MANIFEST_LIST_FILE_SCHEMAS,
+    ManifestEntryStatus,
+    ManifestFile,
+)
+from pyiceberg.types import StructType
+
+from proxy.commits.manifests import Entry, canonical
+
+_Key = tuple[bool, str, int | None]
+_LIST_FIELDS = tuple(f.name for f in MANIFEST_LIST_FILE_SCHEMAS[3].fields)
+_DATA_FILE_TYPE = MANIFEST_ENTRY_SCHEMAS[3].find_field(2).field_type
+assert isinstance(_DATA_FILE_TYPE, StructType)
+_FILE_FIELDS = tuple(f.name for f in _DATA_FILE_TYPE.fields)
+_ASSIGNABLE = "first_row_id"  # may be filled in where the original had none
+_MAX_REPORTED = 3
+
+
+def kept_manifest_changes(before: Iterable[ManifestFile],
+                          after: Iterable[ManifestFile]) -> list[str]:
+    """Reasons, one per kept manifest whose list record differs from the predecessor's."""
+    originals = {m.manifest_path: m for m in before}
+    reasons: list[str] = []
+    for manifest in after:
+        original = originals.get(manifest.manifest_path)
+        if original is None:
+            continue
+        fields = _differing(_LIST_FIELDS, canonical(original), canonical(manifest))
+        if fields:
+            reasons.append(f"kept manifest {manifest.manifest_path} differs from the parent's "
+                           f"manifest list in {', '.join(fields)}")
+    return _capped(reasons)
+
+
+def relisted_entry_changes(fresh: Iterable[Entry], originals: Mapping[_Key, Entry]) -> list[str]:
+    """Reasons, one per EXISTING or DELETED entry that differs from its original live entry."""
+    reasons: list[str] = []
+    for entry in fresh:
+        original = originals.get(entry.file.key)
+        if entry.status == ManifestEntryStatus.ADDED or original is None:
+            continue
+        fields = _entry_differences(entry, original)
+        if fields:
+            reasons.append(f"{entry.status.name} entry for {entry.file.path} differs from the "
+                           f"original entry in {', '.join(fields)}")
+    return _capped(reasons)
+
+
+def _entry_differences(entry: Entry, original: Entry) -> list[str]:
+    fields = _differing(_FILE_FIELDS, original.record, entry.record)
+    tracked = [("sequence_number", original.file.sequence_number, entry.file.sequence_number),
+               ("file_sequence_number", original.file_sequence_number,
+                entry.file_sequence_number),
+               ("partition_spec_id", original.spec_id, entry.spec_id)]
+    if entry.status == ManifestEntryStatus.EXISTING:
+        tracked.append(("snapshot_id", original.snapshot_id, entry.snapshot_id))
+    return fields + [name for name, old, new in tracked if old != new]
+
+
+def _differing(names: Sequence[str], old: Any, new: Any) -> list[str]:
+    """Names of the fields whose values differ (``first_row_id`` only if it was set)."""
+    old_values, new_values = tuple(old), tuple(new)
+    if len(old_values) != len(new_values):
+        return ["record shape"]
+    return [name for name, a, b in zip(names, old_values, new_values, strict=False)
+            if a != b and not (name == _ASSIGNABLE and a is None)]
+
+
+def _capped(reasons: list[str]) -> list[str]:
+    if len(reasons) <= _MAX_REPORTED:
+        return reasons
+    return [*reasons[:_MAX_REPORTED], f"(and {len(reasons) - _MAX_REPORTED} more such changes)"]

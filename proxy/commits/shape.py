@@ -1,0 +1,40 @@
+"""The cheap part of checking a table commit: its top-level shape and size, before any read.
+
+``check_commit_shape`` looks only at the JSON already in memory, so the gate can call it before it
+loads the table or asks the policy anything: a body that is not an object, ``requirements`` or
+``updates`` that are not lists of objects, an update without a string ``action`` or a requirement
+without a string ``type`` is a 400; more than ``CommitLimits.max_updates`` updates (or
+requirements) is a 413. ``classify_commit`` runs it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from proxy.commits.intent import UnverifiableCommit
+from proxy.commits.limits import CommitLimits
+from proxy.errors import PayloadTooLarge
+
+DEFAULT_LIMITS = CommitLimits()
+_NAMES = {"requirements": ("requirement", "type"), "updates": ("update", "action")}
+
+
+def check_commit_shape(body: Any, limits: CommitLimits = DEFAULT_LIMITS) -> None:
+    """Refuse a commit (or ``table-changes`` entry) whose shape or size is wrong, reading nothing.
+
+    Missing or null ``requirements``/``updates`` count as empty lists.
+    """
+    if not isinstance(body, Mapping):
+        raise UnverifiableCommit("a table commit must be a JSON object")
+    for key, (name, tag) in _NAMES.items():
+        items = body.get(key)
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            raise UnverifiableCommit(f"commit {key} must be a list")
+        if len(items) > limits.max_updates:
+            raise PayloadTooLarge(f"a table commit may carry at most {limits.max_updates} {key}")
+        for item in items:
+            if not isinstance(item, dict) or not isinstance(item.get(tag), str):
+                raise UnverifiableCommit(f"every {name} needs a string {tag!r}")
