@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -17,40 +14,8 @@ from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.types import LongType, NestedField
 from starlette.testclient import TestClient
 
-from proxy.app import Backing, create_app
 from tests.support.errors import assert_error_model
-from tests.support.settings import ADMIN, settings_for_tests
-
-UPSTREAM = "http://backing.test/catalog"
-
-
-class Upstream:
-    """A fake backing catalog that records what reached it."""
-
-    def __init__(self, answer: Callable[[httpx.Request], httpx.Response] | None = None) -> None:
-        self.seen: list[httpx.Request] = []
-        self._answer = answer or (lambda _: httpx.Response(200, json={"ok": True}))
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        request.read()
-        self.seen.append(request)
-        return self._answer(request)
-
-
-def client_for(upstream: Upstream, tmp: Path | None = None, **settings: Any) -> TestClient:
-    """A proxy in front of ``upstream``; callers without a token act as an admin."""
-    workdir = tmp or Path(tempfile.mkdtemp(prefix="icegov-unit-"))
-    settings = settings_for_tests(workdir, anonymous_admin=True, catalog_uri=UPSTREAM, **settings)
-    app = create_app(settings, Backing(httpx.MockTransport(upstream), UPSTREAM))
-    return TestClient(app, raise_server_exceptions=False)
-
-
-def icegov_token(client: TestClient, credential: str = ADMIN) -> str:
-    client_id, secret = credential.split(":")
-    response = client.post("/v1/oauth/tokens", data={
-        "grant_type": "client_credentials", "client_id": client_id, "client_secret": secret})
-    assert response.status_code == 200, response.text
-    return str(response.json()["access_token"])
+from tests.support.upstream import Upstream, client_for, icegov_token
 
 
 def test_raw_path_query_and_body_are_forwarded_byte_for_byte() -> None:
@@ -59,7 +24,7 @@ def test_raw_path_query_and_body_are_forwarded_byte_for_byte() -> None:
     with client_for(upstream) as client:
         response = client.post("/v1/cat/namespaces/db%1Fsub/properties?a=1&b=%20", content=body,
                                headers={"content-type": "application/json", "x-custom": "kept"})
-        loaded = client.get("/v1/cat/namespaces/db%1Fsub/tables/t%2Fx?snapshots=all")
+        loaded = client.get("/v1/cat/namespaces/db%1Fsub/tables/t%20x?snapshots=all")
     assert response.status_code == 200 and response.json() == {"ok": True}
     assert loaded.status_code == 200
     first, second = upstream.seen
@@ -67,7 +32,7 @@ def test_raw_path_query_and_body_are_forwarded_byte_for_byte() -> None:
     assert first.method == "POST"
     assert first.content == body
     assert first.headers["x-custom"] == "kept"
-    assert second.url.raw_path == b"/catalog/v1/cat/namespaces/db%1Fsub/tables/t%2Fx?snapshots=all"
+    assert second.url.raw_path == b"/catalog/v1/cat/namespaces/db%1Fsub/tables/t%20x?snapshots=all"
 
 
 def test_hop_by_hop_headers_are_stripped_both_ways() -> None:
@@ -77,7 +42,7 @@ def test_hop_by_hop_headers_are_stripped_both_ways() -> None:
 
     upstream = Upstream(answer)
     with client_for(upstream) as client:
-        response = client.get("/v1/namespaces", headers={
+        response = client.get("/v1/namespaces/db", headers={
             "keep-alive": "timeout=5", "te": "trailers", "proxy-authorization": "secret"})
     [seen] = upstream.seen
     assert "keep-alive" not in seen.headers and "te" not in seen.headers
@@ -181,11 +146,15 @@ def test_commit_timeout_is_504_never_409() -> None:
 
 def test_config_comes_from_the_backing_catalog_with_query() -> None:
     config = {"defaults": {"a": "1"}, "overrides": {"prefix": "p"}}
-    upstream = Upstream(lambda _: httpx.Response(200, json=config))
+    upstream = Upstream(config=config)
     with client_for(upstream) as client:
         response = client.get("/v1/config?warehouse=wh")
-    assert response.json() == config
-    assert upstream.seen[0].url.raw_path == b"/catalog/v1/config?warehouse=wh"
+    body = response.json()
+    assert {k: v for k, v in body.items() if k != "endpoints"} == config
+    # no endpoints listed: the spec's default set, which is what icegov will forward
+    assert "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}" in body["endpoints"]
+    assert not any("/plan" in e or e.startswith("HEAD") for e in body["endpoints"])
+    assert upstream.configs[-1].url.raw_path == b"/catalog/v1/config?warehouse=wh"
 
 
 def test_static_backing_token_replaces_the_callers_credentials() -> None:
@@ -200,7 +169,7 @@ def test_the_callers_token_is_never_forwarded_by_default() -> None:
     upstream = Upstream()
     with client_for(upstream) as client:
         token = icegov_token(client)
-        assert client.get("/v1/namespaces",
+        assert client.get("/v1/namespaces/db",
                           headers={"authorization": f"Bearer {token}"}).status_code == 200
     assert "authorization" not in upstream.seen[-1].headers
 
@@ -244,7 +213,7 @@ def test_health_and_readiness() -> None:
     with client_for(Upstream()) as client:
         assert client.get("/healthz").json() == {"status": "ok"}
         assert client.get("/readyz").json()["status"] == "ready"
-    with client_for(Upstream(_raise(httpx.ConnectError("down")))) as client:
+    with client_for(Upstream(_raise(httpx.ConnectError("down")), config=False)) as client:
         assert_error_model(client.get("/readyz"), 503, "ServiceUnavailableException")
 
 
@@ -267,9 +236,9 @@ def test_unexpected_failure_is_a_500_error_model() -> None:
 def test_cookies_set_by_the_backing_catalog_never_reach_another_caller() -> None:
     upstream = Upstream(lambda _: httpx.Response(200, json={}, headers={"set-cookie": "s=alice"}))
     with client_for(upstream) as alice:
-        first = alice.get("/v1/namespaces")
+        first = alice.get("/v1/namespaces/db")
     with client_for_same_app(alice) as bob:
-        bob.get("/v1/namespaces")
+        bob.get("/v1/namespaces/db")
     assert first.headers["set-cookie"] == "s=alice"  # relayed to the caller it was meant for
     assert all("cookie" not in seen.headers for seen in upstream.seen)
 

@@ -1,0 +1,184 @@
+"""The governed pipeline against a fake backing: what is forwarded, names, prefixes, commit
+outcomes, pins, and failures inside icegov."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+from pyiceberg.schema import Schema
+from pyiceberg.table.metadata import new_table_metadata
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+from pyiceberg.types import LongType, NestedField
+
+from proxy.pipeline import UnhandledEndpoint, check_owned_handled
+from tests.support.errors import assert_error_model
+from tests.support.upstream import ALL_ENDPOINTS, Upstream, client_for
+
+TABLE = "/v1/namespaces/db/tables/t"
+
+
+def loaded_table(tmp: Path) -> dict[str, object]:
+    """A LoadTableResult of an empty table (no snapshot) whose files live under ``tmp``."""
+    schema = Schema(NestedField(1, "id", LongType(), required=False))
+    metadata = new_table_metadata(schema, UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER,
+                                  str(tmp / "t"), {}, table_uuid=uuid.UUID(int=7))
+    return {"metadata-location": str(tmp / "t" / "metadata" / "v1.json"),
+            "metadata": json.loads(metadata.model_dump_json()), "config": {}}
+
+
+def table_backing(tmp: Path, commit_answer: httpx.Response) -> Upstream:
+    """A backing that serves one table and answers its commit with ``commit_answer``."""
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, json=loaded_table(tmp))
+        return commit_answer
+    return Upstream(answer)
+
+
+ALTER = {"updates": [{"action": "set-properties", "updates": {"k": "v"}}]}
+
+
+@pytest.mark.parametrize("path", [
+    "/v1/namespaces/demo%1F..%1Fsecret/tables/t",
+    "/v1/namespaces/demo%1F/tables/payroll",
+    "/v1/namespaces/demo/tables/x%2F..%2Fpayroll",
+    "/v1/namespaces/demo/tables/%2E%2E",
+    "/v1/namespaces/%2E%2E/tables/t",
+    "/v1/namespaces/demo/tables/a%5Cb",
+    "/v1/namespaces/demo/tables/a%00b",
+    "/v1/namespaces/demo/tables/a%0Ab",
+    "/v1/namespaces/demo/tables/%FF",
+    "/v1/namespaces/%1Fdemo",
+])
+def test_invalid_names_in_the_path_are_400_and_never_forwarded(path: str) -> None:
+    upstream = Upstream()
+    with client_for(upstream) as client:
+        assert_error_model(client.get(path), 400, "BadRequestException")
+    assert upstream.seen == []
+
+
+@pytest.mark.parametrize("method,path,body", [
+    ("POST", "/v1/namespaces", {"namespace": ["demo", "..", "secret"]}),
+    ("POST", "/v1/namespaces", {"namespace": ["a/b"]}),
+    ("POST", "/v1/namespaces", {"namespace": []}),
+    ("POST", "/v1/namespaces/demo/tables", {"name": "../x", "schema": {}}),
+    ("POST", "/v1/namespaces/demo/register", {"name": ".", "metadata-location": "/x"}),
+    ("POST", "/v1/tables/rename", {"source": {"namespace": ["demo"], "name": "t"},
+                                   "destination": {"namespace": ["..", "x"], "name": "t"}}),
+    ("POST", "/v1/transactions/commit", {"table-changes": [
+        {"identifier": {"namespace": ["demo", ".."], "name": "t"}, "updates": []}]}),
+    ("GET", "/v1/namespaces?parent=demo%1F..", None),
+])
+def test_invalid_names_in_bodies_and_queries_are_400(method: str, path: str,
+                                                      body: object) -> None:
+    upstream = Upstream()
+    with client_for(upstream) as client:
+        response = client.request(method, path, json=body)
+    assert_error_model(response, 400, "BadRequestException")
+    assert upstream.seen == []
+
+
+def test_an_unmapped_prefix_is_404_and_mapped_ones_select_their_catalog(tmp_path: Path) -> None:
+    upstream = Upstream()
+    with client_for(upstream, tmp_path, catalogs={"wh2": "other"}) as client:
+        assert_error_model(client.get("/v1/nope/namespaces/db"), 404)
+        assert client.get("/v1/cat/namespaces/db").status_code == 200  # the backing's prefix
+        assert client.get("/v1/wh2/namespaces/db").status_code == 200
+    assert [r.url.path for r in upstream.seen] == [
+        "/catalog/v1/cat/namespaces/db", "/catalog/v1/wh2/namespaces/db"]
+    records = [json.loads(line) for line in (tmp_path / "audit.log").read_text().splitlines()]
+    assert records[-1]["resources"] == ["other.db"]
+    assert records[-2]["resources"] == ["icegov.db"]
+
+
+def test_endpoints_the_backing_does_not_advertise_are_refused_not_forwarded() -> None:
+    upstream = Upstream(config={"endpoints": [e for e in ALL_ENDPOINTS if "/plan" not in e]})
+    with client_for(upstream) as client:
+        plan = client.post(f"{TABLE}/plan", json={})
+        cancel = client.delete(f"{TABLE}/plan/x?purgeRequested=true")
+        assert client.get(TABLE).status_code == 200
+    assert_error_model(plan, 404)
+    assert_error_model(cancel, 404)
+    assert [r.method for r in upstream.seen] == ["GET"]
+
+
+def test_config_lists_only_what_the_backing_advertises() -> None:
+    advertised = ["GET /v1/{prefix}/namespaces", "GET /v1/{prefix}/namespaces/{namespace}"]
+    with client_for(Upstream(config={"endpoints": [*advertised, "GET /v1/unknown"]})) as client:
+        config = client.get("/v1/config").json()
+    assert config["endpoints"] == sorted(advertised)
+
+
+@pytest.mark.parametrize("answer,status", [
+    (httpx.Response(503, text="upstream busy"), 502),
+    (httpx.Response(500, json={"error": {"message": "x", "type": "T", "code": 500}}), 502),
+    (httpx.Response(502, text="<html>bad gateway</html>"), 502),
+    (httpx.Response(504, text="timeout"), 504),
+    (httpx.Response(400, text="not json"), 502),
+])
+def test_unknown_commit_outcomes_become_commit_state_unknown(
+        tmp_path: Path, answer: httpx.Response, status: int) -> None:
+    with client_for(table_backing(tmp_path, answer)) as client:
+        response = client.post(TABLE, json=ALTER)
+    error = assert_error_model(response, status, "CommitStateUnknownException")
+    assert str(answer.status_code) in error["message"]
+
+
+def test_a_conflict_that_is_error_model_passes_through(tmp_path: Path) -> None:
+    conflict = {"error": {"message": "stale", "type": "CommitFailedException", "code": 409}}
+    with client_for(table_backing(tmp_path, httpx.Response(409, json=conflict))) as client:
+        response = client.post(TABLE, json=ALTER)
+    assert response.status_code == 409 and response.json() == conflict
+
+
+def test_commits_are_pinned_to_the_base_they_were_judged_on(tmp_path: Path) -> None:
+    upstream = table_backing(tmp_path, httpx.Response(200, json={}))
+    body = {"updates": [{"action": "remove-snapshot-ref", "ref-name": "audit"},
+                        {"action": "set-properties", "updates": {"k": "v"}}]}
+    with client_for(upstream) as client:
+        assert client.post(TABLE, json=body).status_code == 200
+    sent = json.loads(upstream.seen[-1].content)
+    assert sent["updates"] == body["updates"]
+    assert sent["requirements"] == [
+        {"type": "assert-table-uuid", "uuid": str(uuid.UUID(int=7))},
+        {"type": "assert-ref-snapshot-id", "ref": "audit", "snapshot-id": None}]
+
+
+def test_a_fully_pinned_commit_goes_out_byte_for_byte(tmp_path: Path) -> None:
+    upstream = table_backing(tmp_path, httpx.Response(200, json={}))
+    body = (b'{"requirements": [{"type": "assert-table-uuid", "uuid": "'
+            + str(uuid.UUID(int=7)).encode() + b'"}],  "updates": []}')
+    with client_for(upstream) as client:
+        client.post(TABLE, content=body, headers={"content-type": "application/json"})
+    assert upstream.seen[-1].content == body
+
+
+def test_too_many_updates_are_refused_before_the_table_is_loaded(tmp_path: Path) -> None:
+    upstream = table_backing(tmp_path, httpx.Response(200, json={}))
+    body = {"updates": [{"action": "set-properties", "updates": {"k": "v"}}] * 3000}
+    with client_for(upstream) as client:
+        assert_error_model(client.post(TABLE, json=body), 413)
+    assert upstream.seen == []
+
+
+def test_a_failure_inside_icegov_is_a_500_with_request_id_and_audited(tmp_path: Path) -> None:
+    def explode(_: httpx.Request) -> httpx.Response:
+        raise RuntimeError("secret-token-in-message")
+
+    with client_for(Upstream(explode), tmp_path) as client:
+        response = client.get("/v1/namespaces/db", headers={"x-request-id": "req-1"})
+    error = assert_error_model(response, 500)
+    assert "secret" not in error["message"]
+    assert response.headers["x-request-id"] == "req-1"
+    record = json.loads((tmp_path / "audit.log").read_text().splitlines()[-1])
+    assert record["status"] == 500 and record["request_id"] == "req-1"
+
+
+def test_start_up_fails_when_an_owned_endpoint_has_no_handler() -> None:
+    with pytest.raises(UnhandledEndpoint, match="commit_table"):
+        check_owned_handled({})
