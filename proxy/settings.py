@@ -63,7 +63,7 @@ class Settings(BaseSettings):
         default=None, description="SQLAlchemy URI of the embedded catalog's database."
     )
     max_body_bytes: int = 16 * 1024 * 1024
-    timeouts: Timeouts = Timeouts()
+    timeouts: Timeouts = Field(default_factory=Timeouts)
     max_connections: int = 100
     catalog_name: str = Field(
         default="icegov", description="First segment of every policy resource path.")
@@ -75,10 +75,11 @@ class Settings(BaseSettings):
     endpoints_refresh_seconds: float = Field(
         default=300.0, gt=0,
         description="How often the backing catalog's advertised endpoints are re-read.")
-    commit_limits: CommitLimits = CommitLimits()
-    identity: IdentitySettings = IdentitySettings()
-    policy: PolicySettings = PolicySettings()
-    audit: AuditSettings = AuditSettings()
+    commit_limits: CommitLimits = Field(default_factory=CommitLimits)
+    identity: IdentitySettings = Field(default_factory=IdentitySettings)
+    # factories, not instances: the policy paths depend on the working directory at load time
+    policy: PolicySettings = Field(default_factory=PolicySettings)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
 
     @model_validator(mode="after")
     def _one_backing_credential(self) -> Settings:
