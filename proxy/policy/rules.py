@@ -94,7 +94,9 @@ def parse_policy(text: str, source: str) -> ParsedPolicy:
     rules: list[Rule] = []
     grants: list[Grant] = []
     problems: list[Problem] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
+    # lines end at "\n" only: str.splitlines() would also split at U+2028 and other characters
+    # a quoted name may contain
+    for number, raw in enumerate(text.split("\n"), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue

@@ -20,6 +20,7 @@ from proxy.policy.patterns import (
     resource_from_text,
     resource_match,
 )
+from proxy.policy.rules import parse_policy
 from proxy.resources import Resource, ResourceKind, format_segments, parse_segments
 
 A = Action
@@ -352,6 +353,13 @@ def test_a_comma_inside_a_quoted_segment_does_not_split_the_line(tmp_path: Path)
     assert reference_allows(enforcer, who("x", "r"), "SELECT", Resource("icegov", ("a,b",), "t"))
 
 
+@pytest.mark.parametrize("name", ["a\u2028b", "a\u2029b", "a\u00a0b"])
+def test_unicode_line_and_space_separators_stay_inside_a_quoted_name(name: str) -> None:
+    parsed = parse_policy(f'p, r, icegov."{name}".*, SELECT, allow\n', "policy.csv")
+    assert not parsed.problems
+    assert parsed.rules[0].pattern.segments == ("icegov", name)
+
+
 def test_column_visibility_counts_rights_on_the_column_only(tmp_path: Path) -> None:
     auth = authorizer(tmp_path, "p, r, icegov.demo.t.c, SELECT, allow\n")
     table = Resource("icegov", ("demo",), "t")
@@ -381,3 +389,6 @@ def test_the_text_form_round_trips_for_hostile_names(parts: tuple[str, ...]) -> 
         assert not pattern.matches(naive)
     if len(parts) >= 3:
         assert resource_from_text(text, TABLE).parts == parts
+    parsed = parse_policy(f"p, r, {text}, SELECT, allow\n", "policy.csv")
+    assert not parsed.problems
+    assert parsed.rules[0].pattern.segments == parts  # commas in names do not split the line
