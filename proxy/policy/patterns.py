@@ -22,7 +22,6 @@ Actions are an ``Action`` value, a group name from ``ACTION_GROUPS``, or ``*`` f
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -67,8 +66,12 @@ class ResourcePattern:
     @property
     def prefix(self) -> tuple[str, ...]:
         """The literal segments before the first wildcard: the index key."""
-        return tuple(s for s in itertools.takewhile(lambda s: s is not None, self.segments)
-                     if s is not None)
+        literal: list[str] = []
+        for segment in self.segments:
+            if segment is None:
+                break
+            literal.append(segment)
+        return tuple(literal)
 
     @property
     def text(self) -> str:
