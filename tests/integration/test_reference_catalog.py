@@ -109,12 +109,13 @@ def assert_error(response: httpx.Response, status: int, error_type: str) -> dict
 # ------------------------------------------------------------------------------------ namespaces
 
 
-def test_config_has_no_endpoint_list(http: httpx.Client) -> None:
+def test_config_advertises_exactly_the_routed_endpoints(http: httpx.Client) -> None:
     response = http.get("/v1/config")
     assert response.status_code == 200
     body = response.json()
     assert body["defaults"] == {} and body["overrides"] == {}
-    assert "endpoints" not in body
+    assert "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}" in body["endpoints"]
+    assert not any("/plan" in e or "/views" in e for e in body["endpoints"])
 
 
 def test_namespace_lifecycle(catalog: RestCatalog, http: httpx.Client) -> None:
