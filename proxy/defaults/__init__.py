@@ -1,9 +1,10 @@
 """The demo policy shipped inside the package, so icegov runs from any directory.
 
-The files here are byte-for-byte copies of the repository's ``policies/`` (the source policy
-authors edit; ``tests/unit/test_cli.py`` fails when the two drift apart). Settings default to
-``./policies/<file>`` when a ``policies`` directory exists in the working directory, else to these
-packaged copies; ``icegov init DIR`` writes editable copies of them.
+In the repository the data files here are symbolic links to ``policies/`` (the source policy
+authors edit), so they cannot drift; building a wheel (``pip install .``) stores their contents,
+and an editable install reads ``policies/`` through the links. ``tests/unit/test_cli.py`` checks
+both. Settings default to ``./policies/<file>`` when a ``policies`` directory exists in the
+working directory, else to these packaged files; ``icegov init DIR`` writes editable copies.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ def default_path(name: str) -> Path:
 
 def is_packaged(path: Path) -> bool:
     """True if ``path`` is one of the packaged demo files."""
-    try:
-        return path.resolve().parent == PACKAGED_DIR
+    try:  # the directory, not the file: in the repository the files are links to policies/
+        return path.absolute().parent.resolve() == PACKAGED_DIR
     except OSError:
         return False
 
