@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
@@ -187,3 +189,48 @@ def test_a_same_size_rewrite_within_one_mtime_tick_is_still_noticed(principals: 
     os.utime(principals, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # and the same mtime
     assert os.stat(principals).st_size == stat.st_size
     assert store.principal("writer") == Principal("writer", ("bbbb",))
+
+
+# --- over HTTP, through the whole app ---------------------------------------------------------
+
+def test_revocation_and_role_changes_reach_requests_through_the_app(tmp_path: Path) -> None:
+    import yaml
+    from starlette.testclient import TestClient
+
+    from proxy.app import create_app
+    from tests.support.errors import assert_error_model
+    from tests.support.settings import POLICIES, settings_for_tests
+
+    principals = tmp_path / "principals.yaml"
+    shutil.copy(POLICIES / "principals.yaml", principals)
+    settings = settings_for_tests(tmp_path, identity={"principals_file": principals,
+                                                      "principals_check_seconds": 0})
+
+    def edit(change: Callable[[dict[str, Any]], None]) -> None:
+        document = yaml.safe_load(principals.read_text())
+        entries = {entry["name"]: entry for entry in document["principals"]}
+        change(entries)
+        replace_file(principals, yaml.safe_dump({"principals": list(entries.values())}))
+
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        def bearer_for(name: str, secret: str) -> dict[str, str]:
+            answer = client.post("/v1/oauth/tokens", data={
+                "grant_type": "client_credentials", "client_id": name, "client_secret": secret})
+            assert answer.status_code == 200, answer.text
+            return {"authorization": f"Bearer {answer.json()['access_token']}"}
+
+        edit(lambda entries: entries.update(
+            carol={"name": "carol", "roles": ["admin"], "secret_hash": HASH}))
+        carol, analyst = bearer_for("carol", "s3cret"), bearer_for("analyst", "analyst-secret")
+        assert client.get("/v1/namespaces", headers=analyst).status_code == 200
+        assert client.post("/v1/namespaces", headers=carol,
+                           json={"namespace": ["made_by_carol"]}).status_code == 200
+
+        edit(lambda entries: entries.pop("analyst"))
+        assert_error_model(client.get("/v1/namespaces", headers=analyst), 401,
+                           "NotAuthorizedException")
+
+        edit(lambda entries: entries["carol"].update(roles=["analyst"]))
+        assert_error_model(client.post("/v1/namespaces", headers=carol,
+                                       json={"namespace": ["demoted"]}), 403, "ForbiddenException")
+        assert client.get("/v1/namespaces", headers=carol).status_code == 200
