@@ -1,4 +1,5 @@
-"""Operational logs: JSON lines, the request id on every line of a request, secrets redacted."""
+"""What leaks nowhere: operational logs (JSON lines, request id on every line, secrets redacted)
+and /readyz (no policy paths or contents)."""
 
 from __future__ import annotations
 
@@ -135,3 +136,41 @@ def test_tracebacks_are_redacted(stream: io.StringIO) -> None:
 def test_a_secret_in_the_event_itself_is_redacted(stream: io.StringIO) -> None:
     structlog.get_logger().error(f"token {TOKEN} rejected")
     assert lines(stream)[0]["event"] == f"token {REDACTED} rejected"
+
+
+# --- /readyz tells anonymous callers nothing about the policy files ---------------------------
+
+def test_readyz_discloses_no_policy_paths_or_contents(tmp_path: Any) -> None:
+    import asyncio
+    import shutil
+
+    import httpx
+
+    from proxy.handlers import BackingHandlers
+    from proxy.policy import PolicyAuthorizer, PolicySettings
+    from tests.support.settings import POLICIES
+
+    for name in ("model.conf", "policy.csv"):
+        shutil.copy(POLICIES / name, tmp_path / name)
+    policy_csv = tmp_path / "policy.csv"
+    authorizer = PolicyAuthorizer.from_settings(PolicySettings(
+        model_path=tmp_path / "model.conf", policy_path=policy_csv))
+
+    class Backing:
+        async def fetch(self, *_: Any) -> httpx.Response:
+            return httpx.Response(200, json={"defaults": {}, "overrides": {}})
+
+    handlers = BackingHandlers(Backing(), authorizer)  # type: ignore[arg-type]
+
+    def ready() -> Any:
+        return json.loads(asyncio.run(handlers.readyz(None)).body)  # type: ignore[arg-type]
+
+    assert ready() == {"status": "ready", "generation": 1, "policy_error": False}
+
+    broken = "p, spy, icegov.secret_table, FROBNICATE, allow\n"
+    policy_csv.write_text(policy_csv.read_text() + broken)
+    assert not authorizer.reload_if_changed() and authorizer.status.last_error is not None
+    answer = ready()
+    assert answer == {"status": "ready", "generation": 1, "policy_error": True}
+    text = json.dumps(answer)
+    assert str(tmp_path) not in text and "secret_table" not in text and "FROBNICATE" not in text
