@@ -15,7 +15,11 @@ rows return, rows vanish from filtered reads). So:
   of its data file, its data and file sequence numbers and its partition spec; an EXISTING entry
   also keeps its original snapshot id (a DELETED one carries the new snapshot's id, as Java and
   pyiceberg write it, which ``diff`` checks). ``first_row_id`` is compared when the original
-  had one written out.
+  had one written out;
+* an EXISTING entry must have an original (no writer re-lists a file it did not take from a
+  replaced manifest: such an entry invents a history, e.g. an old sequence number), and an ADDED
+  entry must not re-add a file a replaced manifest held (it would get a new sequence number, so
+  the deletes that applied to it stop applying).
 
 Each difference is reported as a reason; ``diff`` marks the snapshot as rewriting history, which
 ``classify`` turns into an UPDATE that is never verified.
@@ -66,13 +70,23 @@ def relisted_entry_changes(fresh: Iterable[Entry], originals: Mapping[_Key, Entr
     reasons: list[str] = []
     for entry in fresh:
         original = originals.get(entry.file.key)
-        if entry.status == ManifestEntryStatus.ADDED or original is None:
+        if original is None or entry.status == ManifestEntryStatus.ADDED:
+            reasons += _unoriginal(entry, original)
             continue
         fields = _entry_differences(entry, original)
         if fields:
             reasons.append(f"{entry.status.name} entry for {entry.file.path} differs from the "
                            f"original entry in {', '.join(fields)}")
     return _capped(reasons)
+
+
+def _unoriginal(entry: Entry, original: Entry | None) -> list[str]:
+    """An ADDED entry for a file the parent held, or an EXISTING one for a file it did not."""
+    if entry.status == ManifestEntryStatus.ADDED and original is not None:
+        return [f"ADDED entry re-adds {entry.file.path}, which a replaced manifest holds"]
+    if entry.status == ManifestEntryStatus.EXISTING and original is None:
+        return [f"EXISTING entry for {entry.file.path}, which no replaced manifest held"]
+    return []
 
 
 def _entry_differences(entry: Entry, original: Entry) -> list[str]:

@@ -128,15 +128,30 @@ def test_silently_dropped_manifest_deletes_data(crafter: Crafter) -> None:
     assert "silently dropped" in mismatch and "claims 'append'" in mismatch
 
 
-def test_existing_entry_for_a_foreign_file_is_an_insert(crafter: Crafter) -> None:
+def test_existing_entry_without_an_original_invents_history(crafter: Crafter) -> None:
+    """An EXISTING entry no replaced manifest held claims an old snapshot and sequence number
+    (so deletes may not apply to it): not an INSERT."""
     [m2, m1] = crafter.parent_manifests()
     sid = next(_ids)
     smuggled = crafter.manifest(sid, [(EXISTING, new_data("x", 5), 1)], entry_snapshot=1)
     intent = crafter.classify(crafter.body(crafter.snapshot(sid, [smuggled, m2, m1], "append")))
-    assert intent.actions == {Action.INSERT}
+    assert intent.actions == {Action.UPDATE}
     assert intent.evidence.counts.added_records == 5
     mismatch = intent.evidence.mismatch or ""
-    assert "EXISTING entries for files no replaced manifest held" in mismatch
+    assert "EXISTING entry for file:///nowhere/x.parquet, which no replaced manifest held" \
+        in mismatch
+
+
+def test_re_adding_a_held_file_is_an_update(crafter: Crafter) -> None:
+    """Dropping f1's manifest and listing f1 as ADDED gives it a new sequence number, so deletes
+    that applied to it stop applying."""
+    (f1, _), _ = crafter.live()
+    [m2, _m1] = crafter.parent_manifests()
+    sid = next(_ids)
+    again = crafter.manifest(sid, [(ADDED, f1, 0), (ADDED, new_data("z", 1), 0)])
+    intent = crafter.classify(crafter.body(crafter.snapshot(sid, [again, m2], "append")))
+    assert intent.actions == {Action.UPDATE}
+    assert f"ADDED entry re-adds {f1.file_path}" in (intent.evidence.mismatch or "")
 
 
 def test_entries_and_manifests_of_another_snapshot_are_reported(crafter: Crafter) -> None:
