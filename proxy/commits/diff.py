@@ -9,10 +9,15 @@ not opened. The truth is the set difference of live files:
 * removed = live in dropped manifests, not live in fresh ones.
 
 Entry statuses are then checked against that truth: ADDED/DELETED entries must carry the new
-snapshot's id, EXISTING entries must come from a dropped manifest (otherwise they add data under a
-harmless status), and every live entry of a dropped manifest must reappear as EXISTING or DELETED
+snapshot's id, and every live entry of a dropped manifest must reappear as EXISTING or DELETED
 (otherwise data was deleted silently). Violations are reported as anomalies; the classification
 uses the set difference either way.
+
+Before anything is read, the new manifest list and its fresh manifests must lie under the table's
+locations, and so must every file the fresh manifests introduce (``confine``). What the snapshot
+carries over must be unchanged: kept manifests' list records and re-listed entries equal the
+predecessor's, EXISTING entries have an original, ADDED ones do not re-add a held file
+(``history``). A difference marks the change ``rewrites_history`` (an UPDATE, see ``classify``).
 
 A removed delete file re-exposes the rows it deleted unless it is
 
@@ -162,13 +167,10 @@ def _status_anomalies(snapshot_id: int, fresh: list[Entry],
                       dropped_live: dict[_Key, ContentFile]) -> list[str]:
     changed = ManifestEntryStatus.ADDED, ManifestEntryStatus.DELETED
     foreign = [e.file.path for e in fresh if e.status in changed and e.snapshot_id != snapshot_id]
-    smuggled = [e.file.path for e in fresh
-                if e.status == ManifestEntryStatus.EXISTING and e.file.key not in dropped_live]
     listed = {e.file.key for e in fresh}
     dropped = [f.path for k, f in dropped_live.items() if k not in listed]
     return [message + _named(paths) for message, paths in (
         (f"entries added or deleted under another snapshot id than {snapshot_id}: ", foreign),
-        ("EXISTING entries for files no replaced manifest held: ", smuggled),
         ("files silently dropped with their manifest: ", dropped)) if paths]
 
 
