@@ -65,6 +65,8 @@ def classify_commit(body: Mapping[str, Any], base: TableMetadata | None, io: Fil
         apply_update(update, scan)
     plan = _plan(scan, _asserted_refs(body))
     reader = ManifestReader(io, table_locations(scan.base, body), limits)
+    for what, path in scan.referenced_files:
+        reader.locations.require(path, what)
     changes = [_history_checked(_verify(scan, plan, step_key, reader, limits))
                for step_key in plan.steps]
     return _intent(scan, plan, changes)

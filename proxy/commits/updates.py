@@ -9,7 +9,9 @@ been read (``classify``). The decisions for metadata-only updates:
 * ``assign-uuid``: CREATE_TABLE inside a create; on an existing table it swaps the table's
   identity, so it needs every table right (like an unknown action);
 * ``set-statistics`` / ``set-partition-statistics``: REWRITE. Statistics are derived from the
-  data by maintenance jobs (like compaction) and never change what a query returns;
+  data by maintenance jobs (like compaction) and never change what a query returns; their
+  ``statistics-path`` is a file of the table (a purge deletes it), so it is collected in
+  ``referenced_files`` and must lie under the table's locations (``confine``);
 * ``remove-statistics`` / ``remove-partition-statistics``: nothing more when the same commit
   removes that snapshot (snapshot expiry sends both), else REWRITE;
 * ``add-encryption-key``: nothing more when the commit adds a snapshot (the key belongs to its
@@ -62,6 +64,7 @@ class CommitScan:
     refs: dict[str, int | None] = field(default_factory=dict)  # final target; None = removed
     reset_refs: set[str] = field(default_factory=set)  # removed at some point in the commit
     ref_settings: dict[str, Mapping[str, Any]] = field(default_factory=dict)  # last set per ref
+    referenced_files: list[tuple[str, str]] = field(default_factory=list)  # (what, location)
     removed_snapshots: set[int] = field(default_factory=set)
     removed_statistics: set[int] = field(default_factory=set)
     adds_key: bool = False
@@ -109,8 +112,13 @@ def _remove_snapshots(update: Mapping[str, Any], scan: CommitScan) -> None:
     scan.actions.add(Action.MANAGE_SNAPSHOTS)
 
 
-def _set_statistics(_: Mapping[str, Any], scan: CommitScan) -> None:
+def _set_statistics(update: Mapping[str, Any], scan: CommitScan) -> None:
     scan.actions.add(Action.REWRITE)
+    for key in ("statistics", "partition-statistics"):
+        statistics = update.get(key)
+        path = statistics.get("statistics-path") if isinstance(statistics, dict) else None
+        if isinstance(path, str):
+            scan.referenced_files.append(("statistics file", path))
 
 
 def _remove_statistics(update: Mapping[str, Any], scan: CommitScan) -> None:

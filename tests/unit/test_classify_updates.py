@@ -65,12 +65,16 @@ def test_assign_uuid_outside_a_create_needs_every_right(table: Table) -> None:
     assert actions(table, update) == TABLE_ACTIONS
 
 
+def statistics(table: Table, path: str) -> dict[str, Any]:
+    return {"action": "set-statistics", "statistics": {
+        "snapshot-id": table.metadata.current_snapshot_id, "statistics-path": path,
+        "file-size-in-bytes": 1, "file-footer-size-in-bytes": 1, "blob-metadata": []}}
+
+
 def test_statistics_are_maintenance(table: Table) -> None:
     snapshot_id = table.metadata.current_snapshot_id
-    stats = {"action": "set-statistics", "statistics": {
-        "snapshot-id": snapshot_id, "statistics-path": "file:///s.puffin",
-        "file-size-in-bytes": 1, "file-footer-size-in-bytes": 1, "blob-metadata": []}}
-    assert actions(table, stats) == {Action.REWRITE}
+    assert actions(table, statistics(table, f"{table.location()}/metadata/s.puffin")) \
+        == {Action.REWRITE}
     assert actions(table, {"action": "set-partition-statistics", "partition-statistics": {}}) \
         == {Action.REWRITE}
     removal = {"action": "remove-statistics", "snapshot-id": snapshot_id}
@@ -78,6 +82,17 @@ def test_statistics_are_maintenance(table: Table) -> None:
     expiry = {"action": "remove-snapshots", "snapshot-ids": [snapshot_id]}
     partition_removal = {"action": "remove-partition-statistics", "snapshot-id": snapshot_id}
     assert actions(table, expiry, removal, partition_removal) == {Action.MANAGE_SNAPSHOTS}
+
+
+@pytest.mark.parametrize("path", ["file:///s.puffin", "/etc/passwd", "{loc}2/s.puffin"])
+def test_statistics_files_must_be_the_tables_own(table: Table, path: str) -> None:
+    """A purge deletes a table's statistics files: they may not be another table's files."""
+    for update in (statistics(table, path.format(loc=table.location())),
+                   {"action": "set-partition-statistics", "partition-statistics": {
+                       "snapshot-id": 1, "statistics-path": path.format(loc=table.location()),
+                       "file-size-in-bytes": 1}}):
+        with pytest.raises(UnverifiableCommit, match=r"statistics file .* is not under"):
+            actions(table, update)
 
 
 def test_encryption_keys(table: Table) -> None:
