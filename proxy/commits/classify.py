@@ -30,6 +30,7 @@ from proxy.commits.intent import CommitEvidence, CommitIntent, FileCounts, Unver
 from proxy.commits.limits import CommitLimits
 from proxy.commits.manifests import ManifestReader
 from proxy.commits.refs import changes_ref_settings
+from proxy.commits.rows import RowVerifier
 from proxy.commits.rules import claim_disagreements, data_action, merge_data_actions
 from proxy.commits.shape import DEFAULT_LIMITS, check_commit_shape
 from proxy.commits.snapshots import StepPlan, optional_id, plan_steps
@@ -67,9 +68,10 @@ def classify_commit(body: Mapping[str, Any], base: TableMetadata | None, io: Fil
     reader = ManifestReader(io, table_locations(scan.base, body), limits)
     for what, path in scan.referenced_files:
         reader.locations.require(path, what)
-    changes = [_history_checked(_verify(scan, plan, step_key, reader, limits))
+    rows = RowVerifier.with_budget(limits.row_bytes_budget)
+    changes = [_history_checked(_verify(scan, plan, step_key, reader, rows))
                for step_key in plan.steps]
-    return _intent(scan, plan, changes)
+    return _intent(scan, plan, changes, rows)
 
 
 def _list(body: Mapping[str, Any], key: str) -> list[Any]:
@@ -108,12 +110,19 @@ def _plan(scan: CommitScan, asserted: Mapping[str, int | None]) -> StepPlan:
 
 
 def _verify(scan: CommitScan, plan: StepPlan, key: tuple[int, int | None],
-            reader: ManifestReader, limits: CommitLimits) -> tuple[SnapshotChange, Action]:
+            reader: ManifestReader, rows: RowVerifier) -> tuple[SnapshotChange, Action]:
+    """Diff one step's snapshot against the state it replaces and classify it; where the
+    manifests cannot decide, ``rows`` reads the rows (within the commit's byte budget)."""
     step = plan.steps[key]
     before = _manifests_of(scan, step.before_id, reader)
     snapshot = step.snapshot
     change = diff_snapshot(reader, snapshot.snapshot_id, snapshot.manifest_list, before)
-    return change, data_action(change, snapshot.operation)
+    if change.rewrites_history:
+        return change, data_action(change, snapshot.operation)
+    metadata_stable = not scan.actions & {Action.ALTER, Action.CREATE_TABLE}
+    checks = rows.snapshot(reader, scan.base, before, snapshot.manifest_list,
+                           snapshot.snapshot_id, metadata_stable)
+    return change, data_action(change, snapshot.operation, checks)
 
 
 def _history_checked(verified: tuple[SnapshotChange, Action]) -> tuple[SnapshotChange, Action]:
@@ -136,8 +145,8 @@ def _manifests_of(scan: CommitScan, snapshot_id: int | None,
     return reader.manifests(known.manifest_list)
 
 
-def _intent(scan: CommitScan, plan: StepPlan,
-            changes: list[tuple[SnapshotChange, Action]]) -> CommitIntent:
+def _intent(scan: CommitScan, plan: StepPlan, changes: list[tuple[SnapshotChange, Action]],
+            rows: RowVerifier) -> CommitIntent:
     data = merge_data_actions({action for _, action in changes}
                               | ({Action.DELETE} if plan.replaces else set()))
     actions = scan.actions | data | _pending_actions(scan)
@@ -150,6 +159,7 @@ def _intent(scan: CommitScan, plan: StepPlan,
         verified=not reasons,
         mismatch="; ".join(reasons) or None,
         unknown_actions=tuple(scan.unknown),
+        row_checks=tuple(rows.checks),
     )
     return CommitIntent(frozenset(actions or {Action.ALTER}), evidence)
 

@@ -188,24 +188,21 @@ def _has_live_files(manifest: ManifestFile) -> bool:
 
 def _exposing(removed: tuple[ContentFile, ...], added: tuple[ContentFile, ...],
               floor: int | None) -> tuple[ContentFile, ...]:
+    """Removed delete files that may re-expose rows: neither expired nor orphaned.
+
+    Whether delete files live after the snapshot (``added`` or kept) still delete the same rows
+    is not judged from manifests (record counts prove nothing): ``rows`` reads them.
+    """
     gone = {f.path for f in removed if f.is_data}
-    replacements = [f for f in added if not f.is_data and f.referenced_data_file]
     return tuple(f for f in removed if not f.is_data
                  and not _expired(f, floor)
-                 and f.referenced_data_file not in gone
-                 and not _superseded(f, replacements))
+                 and (f.referenced_data_file is None or f.referenced_data_file not in gone))
 
 
 def _expired(delete: ContentFile, floor: int | None) -> bool:
     if floor is None:
         return True
     return delete.sequence_number is not None and delete.sequence_number < floor
-
-
-def _superseded(delete: ContentFile, replacements: list[ContentFile]) -> bool:
-    target = delete.referenced_data_file
-    return target is not None and any(
-        r.referenced_data_file == target and r.records >= delete.records for r in replacements)
 
 
 def _named(paths: list[str]) -> str:

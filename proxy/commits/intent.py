@@ -44,6 +44,9 @@ class CommitEvidence:
     ``REWRITE``, joined with ``+`` when a commit's snapshots differ; None without snapshots).
     ``verified`` is True when every added snapshot was read and its claims held; ``mismatch``
     says why not. ``unknown_actions`` are update actions icegov has no classifier for.
+    ``row_checks`` describe each row-level check done where the manifests could not decide
+    (removed delete files, copy-on-write rewrites), including why one could not be completed
+    (byte budget exhausted, unreadable file): then the stricter classification stands.
     """
 
     operations: tuple[str, ...] = ()
@@ -53,6 +56,7 @@ class CommitEvidence:
     verified: bool = True
     mismatch: str | None = None
     unknown_actions: tuple[str, ...] = ()
+    row_checks: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict for the audit log (counts flattened in)."""
@@ -64,6 +68,7 @@ class CommitEvidence:
             "verified": self.verified,
             "mismatch": self.mismatch,
             "unknown_actions": list(self.unknown_actions),
+            "row_checks": list(self.row_checks),
         }
 
 

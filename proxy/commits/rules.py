@@ -4,8 +4,10 @@ A snapshot is classified by its manifests (``diff.SnapshotChange``), never by it
 
 * only data files added: INSERT;
 * data files removed and/or delete files added, no data added: DELETE;
-* data added together with removed data or added deletes, or any removed delete file that may
-  re-expose rows (``diff``'s ``exposing_deletes``): UPDATE;
+* data added together with removed data or added deletes, or any removed delete file that
+  re-exposes rows: UPDATE; except
+* a copy-on-write rewrite (data removed and added, no delete file added or re-exposing) whose
+  added rows are all among the removed live rows: DELETE (``rows``);
 * a ``replace`` that is data-equivalent: REWRITE;
 * nothing changed: what the summary claims (append: INSERT, delete: DELETE, replace: REWRITE,
   anything else: UPDATE); an empty change cannot do harm, the claim only names it.
@@ -17,13 +19,22 @@ ones, with no more delete records than removed; and, in records, ``added data - 
 exposing deletes - added deletes <= 0``. A ``replace`` that fails this is classified by its shape
 (usually UPDATE) and reported as a mismatch. Counts are the limit of what is checked: a rewrite
 that swaps rows for as many others is still a REWRITE.
+
+A removed delete file re-exposes rows unless ``diff`` finds it moot (expired, orphaned) or the
+row checks (``RowChecks``, implemented by ``rows.SnapshotRows``) show that every row it deleted
+stays deleted; one the row checks find re-exposing rows makes the snapshot an UPDATE, even in a
+``replace`` (the count rule above only stands in where rows are not read). Without row checks,
+every such removal counts as re-exposing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
+from typing import Protocol
 
 from proxy.commits.diff import SnapshotChange, records
+from proxy.commits.manifests import ContentFile
 from proxy.governance import Action
 
 KNOWN_OPERATIONS = ("append", "replace", "overwrite", "delete")
@@ -36,11 +47,39 @@ _COMPATIBLE: dict[str, frozenset[Action]] = {
 }
 
 
-def data_action(change: SnapshotChange, operation: str | None) -> Action:
-    """The one data action a snapshot's change needs, given its claimed ``operation``."""
+class RowChecks(Protocol):
+    """Row-level evidence for one snapshot, where its manifests cannot decide."""
+
+    def still_exposing(self, change: SnapshotChange) -> tuple[ContentFile, ...]:
+        """The files of ``change.exposing_deletes`` whose deleted rows come back."""
+
+    def only_removes_rows(self, change: SnapshotChange) -> bool:
+        """True if every row ``change`` adds is one of the live rows it removes."""
+
+
+def data_action(change: SnapshotChange, operation: str | None,
+                rows: RowChecks | None = None) -> Action:
+    """The one data action a snapshot's change needs, given its claimed ``operation``.
+
+    ``rows`` (optional) settles removed delete files and copy-on-write rewrites by their rows.
+    """
+    if rows is not None and change.exposing_deletes:
+        change = replace(change, exposing_deletes=rows.still_exposing(change))
+        if change.exposing_deletes:  # read, not estimated: rows come back, no rewrite
+            return Action.UPDATE
     if operation == "replace" and is_data_equivalent(change):
         return Action.REWRITE
-    return shape_action(change) or _CLAIMED.get(operation or "", Action.UPDATE)
+    shape = shape_action(change)
+    if shape == Action.UPDATE and rows is not None and is_copy_on_write(change) \
+            and rows.only_removes_rows(change):
+        return Action.DELETE
+    return shape or _CLAIMED.get(operation or "", Action.UPDATE)
+
+
+def is_copy_on_write(change: SnapshotChange) -> bool:
+    """Data files removed and added, no delete file added, none re-exposing rows."""
+    return bool(change.added_data and change.removed_data) and not change.added_deletes \
+        and not change.exposing_deletes
 
 
 def shape_action(change: SnapshotChange) -> Action | None:

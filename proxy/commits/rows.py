@@ -1,0 +1,288 @@
+"""Row-level verification, where a snapshot's manifests cannot decide between DELETE and UPDATE.
+
+Two shapes need the rows themselves (``rules`` asks, through ``SnapshotRows``):
+
+**Removed delete files** (``diff``'s ``exposing_deletes``: not expired, not orphaned with their one
+data file). Removing one is a DELETE only if every row it deleted stays deleted:
+
+* a deleted position ``(file, pos)`` (position delete file or deletion vector) stays deleted when
+  ``file`` is removed by the same snapshot, or a position delete / DV live after the snapshot
+  (added by it, or kept), at least as new as the removed one and scoped to ``file`` or to no one
+  file, deletes the same position, or ``file`` was not live before the snapshot (a dangling
+  delete: there is nothing to expose);
+* deleted values (equality delete) stay deleted when an equality delete live after the snapshot,
+  on the same ``equality_ids``, at least as new, and scoped to the same partition (or global),
+  deletes every one of them.
+
+**Copy-on-write rewrites** (data files removed and added, no delete files added, none exposing):
+a DELETE when every added row is one of the removed files' *live* rows, as a multiset (``rowkeys``),
+otherwise UPDATE. Live rows are a removed file's rows minus those that delete files live before
+the snapshot delete (positions, DVs, equality values in its partition): re-adding a row a delete
+file had removed re-exposes it. Rows are compared in the table's current schema, by field id; an
+added file may hold no column outside it. A commit that also changes table metadata is not
+compared (its schema after the commit is not the one read here): UPDATE.
+
+Reads go through the table's FileIO, within the commit's ``row_bytes_budget`` (``rowfiles``).
+When a check cannot be completed (budget, unreadable or unsupported file), the stricter
+classification stands. Each check done, and why one failed, is kept for the audit record
+(``RowVerifier.checks`` -> ``CommitEvidence.row_checks``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.manifest import ManifestContent, ManifestFile
+from pyiceberg.schema import Schema
+from pyiceberg.table.metadata import TableMetadata
+
+from proxy.commits.diff import SnapshotChange
+from proxy.commits.manifests import ContentFile, ManifestReader
+from proxy.commits.rowfiles import ContentReader, RowBudget, RowCheckFailed, RowFile, row_file
+from proxy.commits.rowkeys import RowKeyError, is_sub_multiset, rows_deleted_by
+
+_Key = tuple[bool, str, int | None]
+
+
+@dataclass
+class RowVerifier:
+    """One commit's row checks: the byte budget they share and what each found."""
+
+    budget: RowBudget
+    checks: list[str] = field(default_factory=list)
+
+    @classmethod
+    def with_budget(cls, row_bytes: int) -> RowVerifier:
+        return cls(RowBudget(row_bytes))
+
+    def snapshot(self, reader: ManifestReader, metadata: TableMetadata | None,
+                 before: tuple[ManifestFile, ...], manifest_list: str, snapshot_id: int,
+                 schema_stable: bool) -> SnapshotRows | None:
+        """Row checks for one new snapshot measured against ``before`` (None: no base table,
+        so there are no rows to compare)."""
+        if metadata is None:
+            return None
+        content = ContentReader(reader.io, metadata, self.budget)
+        return SnapshotRows(self, reader, content, metadata, before, manifest_list, snapshot_id,
+                            schema_stable)
+
+
+@dataclass
+class SnapshotRows:
+    """Row checks for one snapshot (``rules.RowChecks``)."""
+
+    verifier: RowVerifier
+    reader: ManifestReader
+    content: ContentReader
+    metadata: TableMetadata
+    before: tuple[ManifestFile, ...]
+    manifest_list: str
+    snapshot_id: int
+    schema_stable: bool
+    _after: tuple[ManifestFile, ...] | None = None
+    _entries: dict[str, list[RowFile]] = field(default_factory=dict)
+    _data_paths: set[str] | None = None
+
+    def still_exposing(self, change: SnapshotChange) -> tuple[ContentFile, ...]:
+        """The removed delete files of ``change.exposing_deletes`` whose rows come back."""
+        try:
+            removed = _keyed(self._live(self._dropped(ManifestContent.DELETES)))
+            after = self._deletes_after(change)
+            gone = {f.path for f in change.removed_data}
+            exposing = tuple(d for d in change.exposing_deletes
+                             if not self._stays_deleted(_find(removed, d), after, gone))
+        except (RowCheckFailed, RowKeyError) as failed:
+            self._note(f"{failed}: removed delete files count as re-exposing rows")
+            return change.exposing_deletes
+        kept = len(change.exposing_deletes) - len(exposing)
+        self._note(f"{kept} of {len(change.exposing_deletes)} removed delete files checked: "
+                   "every row they deleted stays deleted" + (
+                       f"; {len(exposing)} re-expose rows" if exposing else ""))
+        return exposing
+
+    def only_removes_rows(self, change: SnapshotChange) -> bool:
+        """True if every row ``change`` adds is one of the live rows it removes."""
+        if not self.schema_stable:
+            self._note("copy-on-write rows not compared: the commit also changes table "
+                       "metadata")
+            return False
+        try:
+            dropped = _keyed(self._live(self._dropped(ManifestContent.DATA)))
+            fresh = _keyed(self._live(self._fresh(ManifestContent.DATA)))
+            removed = [_find(dropped, f) for f in change.removed_data]
+            added = [_find(fresh, f) for f in change.added_data]
+            deletes = _keyed(self._live(self._of(self.before, ManifestContent.DELETES)))
+            return self._compare(removed, added, list(deletes.values()))
+        except (RowCheckFailed, RowKeyError) as failed:
+            self._note(f"copy-on-write rows not compared ({failed}): UPDATE")
+            return False
+
+    def _compare(self, removed: list[RowFile], added: list[RowFile],
+                 deletes: list[RowFile]) -> bool:
+        applying = {r.path: [d for d in deletes if self._may_apply(d, r)] for r in removed}
+        self._reserve([*removed, *added, *{d.key: d for ds in applying.values()
+                                           for d in ds}.values()])
+        schema = self.metadata.schema()
+        added_rows = [self.content.data_rows(f, schema, strict=True) for f in added]
+        live_rows = [self._live_rows(r, applying[r.path], schema) for r in removed]
+        subset = is_sub_multiset(added_rows, live_rows)
+        count_added = sum(t.num_rows for t in added_rows)
+        count_live = sum(t.num_rows for t in live_rows)
+        self._note(f"copy-on-write: {count_added} added rows "
+                   f"{'are all' if subset else 'are not all'} among the {count_live} live rows "
+                   f"of {len(removed)} removed data files: {'DELETE' if subset else 'UPDATE'}")
+        return subset
+
+    def _live_rows(self, data: RowFile, deletes: list[RowFile], schema: Schema) -> pa.Table:
+        rows = self.content.data_rows(data, schema)
+        dead: list[pa.Array] = []
+        for delete in deletes:
+            if delete.positional:
+                positions = self.content.positions(delete).get(data.path)
+                dead += [] if positions is None else [positions]
+            else:
+                id_schema = self._id_schema(delete.equality_ids)
+                values = self.content.equality_values(delete, id_schema)
+                dead.append(rows_deleted_by(rows, id_schema.column_names, values))
+        if not dead:
+            return rows
+        everything = pa.array(range(rows.num_rows), pa.int64())
+        return rows.filter(pc.invert(pc.is_in(everything, value_set=pa.concat_arrays(dead))))
+
+    def _may_apply(self, delete: RowFile, data: RowFile) -> bool:
+        """Could ``delete`` (live before the snapshot) delete rows of ``data``? Over-applying
+        only makes the comparison stricter."""
+        if delete.positional:
+            return delete.referenced == data.path or (
+                delete.referenced is None and self._same_scope(delete, data))
+        return delete.equality and delete.sequence > data.sequence \
+            and self._same_scope(delete, data)
+
+    def _stays_deleted(self, gone: RowFile, after: Mapping[_Key, RowFile],
+                       gone_data: set[str]) -> bool:
+        if gone.positional:
+            return all(path in gone_data or self._positions_covered(gone, path, positions, after)
+                       or path not in self._data_paths_before()
+                       for path, positions in self.content.positions(gone).items())
+        if gone.equality:
+            return self._values_covered(gone, after)
+        return False
+
+    def _positions_covered(self, gone: RowFile, path: str, positions: pa.Array,
+                           after: Mapping[_Key, RowFile]) -> bool:
+        covering = sorted((f for f in after.values() if f.positional
+                           and f.sequence >= gone.sequence and f.referenced in (None, path)),
+                          key=lambda f: (f.referenced is None, -f.sequence))
+        remaining = positions
+        for delete in covering:
+            if len(remaining) == 0:
+                break
+            deleted = self.content.positions(delete).get(path)
+            if deleted is not None:
+                remaining = remaining.filter(pc.invert(pc.is_in(remaining, value_set=deleted)))
+        return len(remaining) == 0
+
+    def _values_covered(self, gone: RowFile, after: Mapping[_Key, RowFile]) -> bool:
+        id_schema = self._id_schema(gone.equality_ids)
+        names = id_schema.column_names
+        remaining = self.content.equality_values(gone, id_schema)
+        covering = [f for f in after.values() if f.equality
+                    and set(f.equality_ids) == set(gone.equality_ids)
+                    and f.sequence >= gone.sequence and self._covers_scope(f, gone)]
+        for delete in covering:
+            if remaining.num_rows == 0:
+                break
+            matched = rows_deleted_by(remaining, names, self.content.equality_values(
+                delete, id_schema))
+            everything = pa.array(range(remaining.num_rows), pa.int64())
+            remaining = remaining.filter(pc.invert(pc.is_in(everything, value_set=matched)))
+        return bool(remaining.num_rows == 0)
+
+    def _same_scope(self, delete: RowFile, data: RowFile) -> bool:
+        return self._unpartitioned(delete.spec_id) or (
+            delete.spec_id == data.spec_id and delete.partition == data.partition)
+
+    def _covers_scope(self, covering: RowFile, gone: RowFile) -> bool:
+        return self._unpartitioned(covering.spec_id) or (
+            covering.spec_id == gone.spec_id and covering.partition == gone.partition)
+
+    def _unpartitioned(self, spec_id: int) -> bool:
+        spec = self.metadata.specs().get(spec_id)
+        return spec is not None and spec.is_unpartitioned()
+
+    def _id_schema(self, ids: Iterable[int]) -> Schema:
+        """Top-level columns of the current schema with these field ids, in id order."""
+        schema = self.metadata.schema()
+        top = {f.field_id: f for f in schema.fields}
+        wanted = sorted(set(ids))
+        if not wanted or any(i not in top for i in wanted):
+            raise RowCheckFailed(f"equality ids {wanted} are not top-level columns of the "
+                                 "current schema")
+        return Schema(*(top[i] for i in wanted))
+
+    def _reserve(self, files: list[RowFile]) -> None:
+        claimed = sum(f.size for f in files)
+        if claimed > self.verifier.budget.remaining:
+            self.verifier.budget.charge(claimed, f"{len(files)} files ({claimed} bytes)")
+
+    def _deletes_after(self, change: SnapshotChange) -> dict[_Key, RowFile]:
+        """Delete files live after the snapshot: kept ones and the ones it adds."""
+        removed = {f.key for f in change.removed_deletes}
+        before = _keyed(self._live(self._of(self.before, ManifestContent.DELETES)))
+        added = {f.key for f in change.added_deletes}
+        fresh = {k: f for k, f in _keyed(self._live(self._fresh(ManifestContent.DELETES)))
+                 .items() if k in added}
+        return {**{k: f for k, f in before.items() if k not in removed}, **fresh}
+
+    def _data_paths_before(self) -> set[str]:
+        """Paths of the data files live before the snapshot (read only when needed)."""
+        if self._data_paths is None:
+            self._data_paths = {f.path for f in self._live(self._of(self.before,
+                                                                     ManifestContent.DATA))}
+        return self._data_paths
+
+    def _live(self, manifests: Iterable[ManifestFile]) -> list[RowFile]:
+        """Live files of ``manifests`` (each manifest read once per snapshot)."""
+        files: list[RowFile] = []
+        for manifest in manifests:
+            path = manifest.manifest_path
+            if path not in self._entries:
+                self._entries[path] = [row_file(e) for e in self.reader.entries(manifest)
+                                       if e.live]
+            files += self._entries[path]
+        return files
+
+    def _dropped(self, content: ManifestContent) -> list[ManifestFile]:
+        after = {m.manifest_path for m in self._after_manifests()}
+        return [m for m in self._of(self.before, content) if m.manifest_path not in after]
+
+    def _fresh(self, content: ManifestContent) -> list[ManifestFile]:
+        before = {m.manifest_path for m in self.before}
+        return [m for m in self._of(self._after_manifests(), content)
+                if m.manifest_path not in before]
+
+    def _after_manifests(self) -> tuple[ManifestFile, ...]:
+        if self._after is None:
+            self._after = self.reader.manifests(self.manifest_list)
+        return self._after
+
+    @staticmethod
+    def _of(manifests: Iterable[ManifestFile], content: ManifestContent) -> list[ManifestFile]:
+        return [m for m in manifests if m.content == content]
+
+    def _note(self, text: str) -> None:
+        self.verifier.checks.append(f"snapshot {self.snapshot_id}: {text}")
+
+
+def _keyed(files: Iterable[RowFile]) -> dict[_Key, RowFile]:
+    return {f.key: f for f in files}
+
+
+def _find(files: Mapping[_Key, RowFile], wanted: ContentFile) -> RowFile:
+    found = files.get(wanted.key)
+    if found is None:
+        raise RowCheckFailed(f"{wanted.path} is not among the manifests' live entries")
+    return found
