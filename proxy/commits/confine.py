@@ -22,6 +22,8 @@ segment boundaries (``/t`` does not admit ``/t2/...``), checked both on the loca
 and percent-decoded, so a FileIO that decodes cannot be led elsewhere.
 
 A refused location is never opened, so the refusal says the same whether the file exists or not.
+A root that is a whole local file system (``/``) admits nothing; a whole bucket (``s3://b``) is a
+root like any other.
 """
 
 from __future__ import annotations
@@ -76,8 +78,8 @@ def _split(text: str) -> Location | None:
     scheme, rest = ("file", text) if match is None else (match[1].lower(), match[2])
     authority = ""
     if rest.startswith("//"):
-        authority, slash, rest = rest[2:].partition("/")
-        rest = slash + rest
+        authority, _, rest = rest[2:].partition("/")
+        rest = "/" + rest
     if not rest.startswith("/") or (match is None and authority):
         return None  # relative, or a scheme-less "//host/..." that readers disagree on
     segments = tuple(s for s in rest.split("/") if s)
@@ -113,7 +115,12 @@ class TableLocations:
 def locations_from(texts: Iterable[Any]) -> TableLocations:
     """The roots named by ``texts`` (non-strings, empty and unacceptable ones are ignored)."""
     roots = [parse_location(t) for t in texts if isinstance(t, str)]
-    return TableLocations(tuple(r for r in roots if r is not None and r[0].segments))
+    return TableLocations(tuple(r for r in roots if r is not None and not _everything(r[0])))
+
+
+def _everything(root: Location) -> bool:
+    """A root of a whole file system (``/``, ``file:///``) is no table location; a bucket is."""
+    return not root.segments and not root.authority
 
 
 def table_locations(base: TableMetadata | None, body: Mapping[str, Any]) -> TableLocations:

@@ -175,6 +175,9 @@ def test_java_style_table_location_admits_pyiceberg_paths(crafter: Crafter) -> N
     ("file:///wh/t", "file://host/wh/t/m.avro", False),
     ("file:///wh/t", "/wh/t", True),
     ("/", "/etc/passwd", False),  # a root that is everything is no root
+    ("file:///", "/etc/passwd", False),
+    ("s3://bucket", "s3://bucket/t/data/f.parquet", True),
+    ("s3://bucket/", "s3://bucket2/f.parquet", False),
     ("/wh/t", "/wh/t/a%2F..%2F..%2Fx", False),
 ])
 def test_location_comparison(root: str, path: str, admitted: bool) -> None:
