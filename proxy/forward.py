@@ -28,6 +28,11 @@ WHOLE_BODY_LIMIT = 1024 * 1024
 HOP_BY_HOP = frozenset({
     b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
     b"trailer", b"transfer-encoding", b"upgrade", b"host", b"content-length",
+    # a backing (or a framework in front of it) that honours these would act on another
+    # method than the one icegov authorized
+    b"x-http-method-override", b"x-http-method", b"x-method-override",
+    b"forwarded", b"x-forwarded-for", b"x-forwarded-host", b"x-forwarded-proto",
+    b"x-original-url", b"x-rewrite-url",
 })
 
 

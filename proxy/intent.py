@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs
 
 from proxy.errors import BadRequest, PayloadTooLarge
 from proxy.governance import Action
@@ -117,8 +118,21 @@ def _authenticated(_: InboundRequest, __: Names) -> Intent:
     return Intent()
 
 
+def _single_query(inbound: InboundRequest, name: str) -> str | None:
+    """A query parameter that names something: at most once (a backing that takes the last
+    value must not act on another name than the one authorized), valid UTF-8."""
+    try:
+        values = parse_qs(inbound.query_string.decode("latin-1"), keep_blank_values=True,
+                          errors="strict").get(name, [])
+    except UnicodeDecodeError as exc:
+        raise BadRequest(f"query parameter {name!r} is not valid UTF-8") from exc
+    if len(values) > 1:
+        raise BadRequest(f"query parameter {name!r} given more than once")
+    return values[0] if values else None
+
+
 def _list_namespaces(inbound: InboundRequest, names: Names) -> Intent:
-    parent = inbound.query("parent")
+    parent = _single_query(inbound, "parent")
     if parent is None:
         return Intent((Need(Action.LIST, Resource(names.catalog)),), listing="namespaces")
     resource = names.namespace(parent.split(NAMESPACE_SEPARATOR), "parent")
@@ -151,7 +165,11 @@ def _rename(inbound: InboundRequest, names: Names) -> Intent:
 
 def _commit(inbound: InboundRequest, names: Names) -> Intent:
     resource = _path_table(inbound, names)
-    return Intent(hide=(resource,), changes=(TableChange(resource, _body(inbound)),))
+    body = _body(inbound)
+    if body.get("identifier") is not None and _identifier(
+            body["identifier"], names, "identifier") != resource:
+        raise BadRequest("the commit's identifier names another table than its URL")
+    return Intent(hide=(resource,), changes=(TableChange(resource, body),))
 
 
 def _transaction(inbound: InboundRequest, names: Names) -> Intent:

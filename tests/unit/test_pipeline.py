@@ -182,3 +182,32 @@ def test_a_failure_inside_icegov_is_a_500_with_request_id_and_audited(tmp_path: 
 def test_start_up_fails_when_an_owned_endpoint_has_no_handler() -> None:
     with pytest.raises(UnhandledEndpoint, match="commit_table"):
         check_owned_handled({})
+
+
+def test_a_name_given_twice_in_the_query_is_refused() -> None:
+    upstream = Upstream()
+    with client_for(upstream) as client:
+        assert_error_model(client.get("/v1/namespaces?parent=demo&parent=secret"), 400)
+        assert_error_model(client.get("/v1/namespaces?parent=%FF"), 400)
+    assert upstream.seen == []
+
+
+def test_a_commit_body_naming_another_table_than_its_url_is_refused(tmp_path: Path) -> None:
+    upstream = table_backing(tmp_path, httpx.Response(200, json={}))
+    body = {**ALTER, "identifier": {"namespace": ["secret"], "name": "t"}}
+    with client_for(upstream) as client:
+        assert_error_model(client.post(TABLE, json=body), 400)
+        same = {**ALTER, "identifier": {"namespace": ["db"], "name": "t"}}
+        assert client.post(TABLE, json=same).status_code == 200
+    assert [r.method for r in upstream.seen] == ["GET", "POST"]
+
+
+def test_method_override_and_forwarding_headers_never_reach_the_backing() -> None:
+    upstream = Upstream()
+    smuggled = {"x-http-method-override": "DELETE", "x-http-method": "DELETE",
+                "x-method-override": "DELETE", "x-original-url": "/v1/namespaces/secret",
+                "forwarded": "for=1.2.3.4", "x-forwarded-for": "1.2.3.4"}
+    with client_for(upstream) as client:
+        assert client.get("/v1/namespaces/db", headers=smuggled).status_code == 200
+    [seen] = upstream.seen
+    assert not set(smuggled) & {k.lower() for k in seen.headers}
