@@ -2,6 +2,8 @@
 
 - ``settings``: ``IdentitySettings`` (nested as ``identity`` in the main settings).
 - ``principals`` / ``hashing``: the principals file, secrets stored as salted scrypt hashes.
+- ``store``: the principals file in force, re-read when it changes; every icegov token is judged
+  by it (a removed principal gets 401, changed roles apply at once).
 - ``tokens``: icegov's own short-lived HS256 access tokens.
 - ``endpoint``: ``POST /v1/oauth/tokens`` (client credentials, RFC 8693 token exchange).
 - ``authenticator``: bearer token on every other request → ``Principal`` (or 401).
