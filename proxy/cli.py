@@ -64,11 +64,14 @@ def _run(app: Any, settings: Settings) -> None:
 
 
 def _announce_policy(settings: Settings) -> None:
-    paths = {"model": str(settings.policy.model_path), "policy": str(settings.policy.policy_path),
-             "principals": str(settings.identity.principals_file)}
-    if settings.policy.is_demo:
-        log.warning("policy.demo", note="serving the DEMO policy and demo principals packaged "
-                    "with icegov; their secrets are public. `icegov init policies` writes "
+    """Log which policy files are in force, loudly when any is a packaged demo file."""
+    files = {"model": settings.policy.model_path, "policy": settings.policy.policy_path,
+             "principals": settings.identity.principals_file}
+    paths = {kind: str(path) for kind, path in files.items()}
+    demo = [kind for kind, path in files.items() if path is not None and defaults.is_packaged(path)]
+    if demo:
+        log.warning("policy.demo", demo=demo, note="serving the DEMO files packaged with icegov "
+                    "(the demo principals' secrets are public); `icegov init policies` writes "
                     "editable copies", **paths)
     else:
         log.info("policy.files", **paths)

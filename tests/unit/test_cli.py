@@ -218,3 +218,26 @@ def test_pip_installed_icegov_serves_the_packaged_demo_from_an_empty_directory(
     assert '"event": "policy.demo"' in stderr
     assert str(defaults.PACKAGED_DIR) not in stderr  # the installed copy, not the repository's
     assert (empty / "warehouse").is_dir()
+
+
+def test_demo_files_in_force_are_announced_loudly(tmp_path: Path) -> None:
+    from structlog.testing import capture_logs
+
+    from proxy.cli import _announce_policy
+    from proxy.settings import load_settings
+
+    with capture_logs() as logs:
+        _announce_policy(load_settings())
+    (announced,) = logs
+    assert announced["event"] == "policy.demo" and announced["log_level"] == "warning"
+    assert announced["demo"] == ["model", "policy", "principals"]
+
+    (tmp_path / "mine.csv").write_text("p, me, icegov, BROWSE, allow\n")
+    with capture_logs() as logs:
+        _announce_policy(load_settings(policy={"policy_path": tmp_path / "mine.csv"}))
+    assert logs[0]["demo"] == ["model", "principals"], "demo principals beside a real policy"
+
+    assert icegov("init").exit_code == 0
+    with capture_logs() as logs:
+        _announce_policy(load_settings())
+    assert logs[0]["event"] == "policy.files" and logs[0]["log_level"] == "info"
