@@ -43,6 +43,17 @@ T = TypeVar("T")
 _DELETE_FILE_PATH_FIELD = 2147483546  # ``file_path`` of a position delete file's rows
 _REFERENCED_DATA_FILE = 17  # positions in the v3 data_file struct
 _CONTENT_OFFSET = 18
+_NONE = type(None)
+# position -> accepted types, for the fields classification computes with
+_LIST_FIELDS: dict[int, tuple[type, ...]] = {
+    0: (str,), 1: (int,), 2: (int,), 3: (ManifestContent,), 4: (int,), 5: (int,), 6: (int,),
+    **{count: (int, _NONE) for count in range(7, 13)}}
+_ENTRY_FIELDS: dict[int, tuple[type, ...]] = {
+    0: (ManifestEntryStatus,), 1: (int, _NONE), 2: (int, _NONE), 3: (int, _NONE),
+    4: (DataFile,)}
+_FILE_FIELDS: dict[int, tuple[type, ...]] = {
+    0: (DataFileContent,), 1: (str,), 4: (int,), _REFERENCED_DATA_FILE: (str, _NONE),
+    _CONTENT_OFFSET: (int, _NONE)}
 
 
 @dataclass(frozen=True)
@@ -119,6 +130,7 @@ class ManifestReader:
             for manifest in reader:
                 if len(manifests) == limit:
                     raise CommitTooLarge(f"a manifest list names more than {limit} manifests")
+                _check_fields(manifest, _LIST_FIELDS, "manifest list record")
                 manifests.append(manifest)
         return tuple(manifests)
 
@@ -160,6 +172,8 @@ def _guarded(what: str, read: Callable[[], T]) -> T:
 
 def _entry(manifest: ManifestFile, raw: ManifestEntry) -> Entry:
     data_file = raw.data_file
+    _check_fields(raw, _ENTRY_FIELDS, "manifest entry")
+    _check_fields(data_file, _FILE_FIELDS, "manifest entry")
     _check_content(manifest, data_file)
     inherits = raw.status == ManifestEntryStatus.ADDED or manifest.sequence_number == 0
     sequence, file_sequence = raw.sequence_number, raw.file_sequence_number
@@ -193,6 +207,14 @@ def canonical(value: Any) -> Any:
     if isinstance(value, float) and math.isnan(value):
         return ("NaN",)
     return value
+
+
+def _check_fields(record: Record, fields: Mapping[int, tuple[type, ...]], what: str) -> None:
+    """Fields read from a file must have the types the classification relies on."""
+    for position, types in fields.items():
+        value = record[position]
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise UnverifiableCommit(f"cannot verify the commit: a {what} has a malformed field")
 
 
 def _check_content(manifest: ManifestFile, data_file: DataFile) -> None:
