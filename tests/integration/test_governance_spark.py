@@ -154,3 +154,22 @@ def test_tables_without_rights_are_invisible(spark: Any, cats: dict[str, str]) -
     assert "secret" in {r[0] for r in spark.sql(f"SHOW NAMESPACES IN {cats['admin']}").collect()}
     with pytest.raises(Exception, match="TABLE_OR_VIEW_NOT_FOUND"):
         spark.sql(f"SELECT * FROM {cats['analyst']}.secret.payroll").collect()
+
+
+def test_deleter_copy_on_write_delete_lands_but_update_is_refused(
+        spark: Any, cats: dict[str, str], proxy: RunningProxy) -> None:
+    table = demo_table(spark, cats, COW)
+    _, snapshots = state(spark, cats, table)
+    spark.sql(f"DELETE FROM {cats['deleter']}.{table} WHERE id = 1")  # rewrites the eu file
+    rows_after, snapshots_after = state(spark, cats, table)
+    assert rows_after == [(2, "eu", 20), (3, "us", 30), (4, "us", 40)]
+    assert len(snapshots_after) == len(snapshots) + 1
+    [record] = [r for r in audit_records(proxy.audit_log)
+                if r["principal"] == "deleter" and r["endpoint"] == "commit_table"
+                and r["path"].endswith(table.split(".")[1])]
+    assert record["decision"] == "allow" and record["actions"] == ["DELETE"]
+    [evidence] = record["evidence"]
+    assert evidence["operations"] == ["overwrite"] and evidence["removed_data_files"] == 1
+    assert any("are all among" in check for check in evidence["row_checks"]), evidence
+    assert_refused(spark, cats, table,
+                   f"UPDATE {cats['deleter']}.{table} SET amount = 0 WHERE id = 2")
