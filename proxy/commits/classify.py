@@ -3,7 +3,8 @@
 1. Every update goes through its classifier (``updates``); unknown actions need every right.
 2. Refs are judged by their net effect. A ref that ends on a snapshot added by this commit is a
    data change, verified against the ref's state before the commit (``snapshots``); creating a
-   ref other than ``main``, or starting a ref from an existing snapshot, is MANAGE_SNAPSHOTS. A
+   ref other than ``main``, starting a ref from an existing snapshot, or changing the ref's type
+   or retention settings on the way (``refs``), is MANAGE_SNAPSHOTS. A
    ref that ends on a snapshot the commit did not add (rollback, fast-forward, retention change)
    or is removed is MANAGE_SNAPSHOTS. A ref removed and then set to a new snapshot in the same
    commit (``CREATE OR REPLACE TABLE ... AS SELECT``) is replaced: its new snapshots are measured
