@@ -54,13 +54,30 @@ def is_sub_multiset(added: Sequence[pa.Table], removed: Sequence[pa.Table]) -> b
     columns = _concat([key_columns(t) for t in [*added, *removed]])
     if not columns:  # no columns at all: only the counts could differ, and they do not
         return True
-    names = [f"k{i}" for i in range(len(columns))]
     weights = pa.concat_arrays([pa.repeat(pa.scalar(1, pa.int64()), count_added),
                                 pa.repeat(pa.scalar(-1, pa.int64()), count_removed)])
-    grouped = pa.table([*columns, weights], names=[*names, _WEIGHT]) \
-        .group_by(names).aggregate([(_WEIGHT, "sum")])
-    most = pc.max(grouped.column(f"{_WEIGHT}_sum")).as_py()
-    return most is None or most <= 0
+    return _max_group_weight(columns, weights) <= 0
+
+
+def _max_group_weight(columns: list[pa.Array], weights: pa.Array) -> int:
+    """The largest sum of ``weights`` over rows with equal ``columns``.
+
+    Sorting and summing runs is much faster here than a hash group-by over many keys.
+    """
+    names = [f"k{i}" for i in range(len(columns))]
+    table = pa.table([*columns, weights], names=[*names, _WEIGHT])
+    table = table.take(pc.sort_indices(table, sort_keys=[(n, "ascending") for n in names]))
+    count = table.num_rows
+    new_run: pa.Array = pa.repeat(pa.scalar(False), count - 1)
+    for name in names:
+        column = table.column(name).combine_chunks()
+        new_run = pc.or_(new_run, pc.not_equal(column.slice(1), column.slice(0, count - 1)))
+    starts = pc.indices_nonzero(pa.concat_arrays([pa.array([True]), new_run])).cast(pa.int64())
+    ends = pa.concat_arrays([pc.subtract(starts.slice(1), 1), pa.array([count - 1], pa.int64())])
+    running = pa.concat_arrays([pa.array([0], pa.int64()),
+                                pc.cumulative_sum(table.column(_WEIGHT).combine_chunks())])
+    sums = pc.subtract(running.take(pc.add(ends, 1)), running.take(starts))
+    return int(pc.max(sums).as_py())
 
 
 def rows_deleted_by(table: pa.Table, names: Sequence[str], deleted: pa.Table) -> pa.Array:
