@@ -19,6 +19,7 @@ from pyiceberg.manifest import DataFile, ManifestContent, ManifestEntryStatus
 
 from proxy.commits import CommitIntent, classify_commit
 from proxy.commits.limits import CommitLimits
+from proxy.commits.rowkeys import is_sub_multiset, rows_deleted_by
 from proxy.governance import Action
 from tests.support.row_files import RowTable, v3_delete_manifest
 
@@ -231,3 +232,36 @@ def test_row_budget_exhausted_means_update(rt: RowTable) -> None:
 def test_compaction_keeps_its_count_rule(rt: RowTable) -> None:
     same = rewrite(rt, ROWS, operation="replace")
     assert same.actions == {Action.REWRITE} and not same.evidence.row_checks
+
+
+# row keys ------------------------------------------------------------------------------------
+
+NESTED = pa.schema([
+    ("tags", pa.list_(pa.string())), ("attrs", pa.map_(pa.string(), pa.float64())),
+    ("point", pa.struct([("x", pa.float64()), ("y", pa.int32())])),
+])
+
+
+def nested(*rows: tuple[Any, Any, Any]) -> pa.Table:
+    return pa.table([list(column) for column in zip(*rows, strict=True)], schema=NESTED)
+
+
+def test_row_keys_compare_nested_values_nans_and_nulls() -> None:
+    removed = nested((["a", "b"], [("k", math.nan)], {"x": -0.0, "y": None}),
+                     (None, None, None), ([], [], {"x": None, "y": None}))
+    assert is_sub_multiset([nested((None, None, None),
+                                   (["a", "b"], [("k", math.nan)], {"x": -0.0, "y": None}))],
+                           [removed])
+    for changed in [(["b", "a"], [("k", math.nan)], {"x": -0.0, "y": None}),  # list order
+                    (["a", "b"], [("k", 1.0)], {"x": -0.0, "y": None}),
+                    (["a", "b"], [("k", math.nan)], {"x": 0.0, "y": None}),  # -0.0 is not 0.0
+                    ([], [], None),  # a null struct is not a struct of nulls
+                    ([None], [], {"x": None, "y": None})]:
+        assert not is_sub_multiset([nested(changed)], [removed]), changed
+
+
+def test_equality_delete_values_match_nulls() -> None:
+    rows = pa.table({"id": [1, 2, None, 4], "name": ["a", None, "c", "d"]})
+    values = pa.table({"id": [None, 2], "name": ["c", None]})
+    deleted = rows_deleted_by(rows, ["id", "name"], values)
+    assert sorted(deleted.to_pylist()) == [1, 2]
