@@ -18,17 +18,19 @@ action, the dispatch table and the start-up check), ``snapshots`` (claimed snaps
 each replaces), ``refs`` (ref type and retention changes), ``diff`` (what a snapshot changes, from
 manifests), ``history`` (what a snapshot carries over must be unchanged), ``rules`` (change ->
 action, summary checks), ``manifests`` (reading, within limits), ``confine`` (the table's
-locations), ``shape`` (the cheap checks), ``intent`` (result types).
+locations), ``shape`` (the cheap checks), ``rows`` / ``rowfiles`` / ``rowkeys`` (row-level
+checks), ``intent`` (result types).
 
 History: a snapshot that alters a manifest or entry it carries over from its predecessor (a kept
 manifest's sequence number or counts, a re-listed file's bounds) rewrites history: it is an
 UPDATE, never verified, whatever it claims (see ``history``).
 
 Removed delete files: removing a delete file re-exposes the rows it deleted, so a snapshot that
-does is an UPDATE, unless the removal provably exposes nothing (the delete file is expired,
-orphaned by the removal of its one data file, or superseded by a new delete file for the same
-data file with at least as many rows; see ``diff``) or it happens in a data-equivalent ``replace``
-whose record counts show no row can become visible (see ``rules``).
+does is an UPDATE, unless the removal provably exposes nothing: the delete file is expired or
+orphaned by the removal of its one data file (``diff``), or every row it deleted is verified, row
+by row, to stay deleted (``rows``). Copy-on-write rewrites are a DELETE only when every added row
+is one of the removed files' live rows (``rows``); reading rows is bounded by
+``CommitLimits.row_bytes_budget``, beyond which the stricter classification stands.
 """
 
 from proxy.commits.classify import classify_commit, creates_table
