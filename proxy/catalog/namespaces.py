@@ -6,6 +6,7 @@ from pyiceberg.catalog.sql import IcebergNamespaceProperties, SqlCatalog
 from starlette.responses import JSONResponse, Response
 
 from proxy.catalog.errors import run_catalog
+from proxy.catalog.locations import Warehouse
 from proxy.catalog.wire import (
     CreateNamespaceRequest,
     UpdateNamespacePropertiesRequest,
@@ -34,6 +35,7 @@ class NamespaceHandlers:
         reserved = _MINIMAL & set(request.properties)
         if reserved:
             raise BadRequest(f"reserved namespace properties: {sorted(reserved)}")
+        Warehouse(self._catalog).check_namespace_properties(request.properties)
         await run_catalog(self._catalog.create_namespace, request.namespace, request.properties)
         return JSONResponse({"namespace": list(request.namespace),
                              "properties": request.properties})
@@ -59,6 +61,7 @@ class NamespaceHandlers:
             raise BadRequest("a property may not be both updated and removed")
         if (removals | set(updates)) & _MINIMAL:
             raise BadRequest(f"reserved namespace properties: {sorted(_MINIMAL)}")
+        Warehouse(self._catalog).check_namespace_properties(updates)
         summary = await run_catalog(
             self._catalog.update_namespace_properties, namespace, removals, updates)
         return JSONResponse({"updated": summary.updated, "removed": summary.removed,

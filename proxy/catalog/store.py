@@ -10,10 +10,8 @@ only once its metadata file has been read and parsed (a failed register register
 from __future__ import annotations
 
 import gzip
-import os
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
@@ -31,6 +29,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from proxy.catalog.locations import Warehouse
 from proxy.errors import BadRequest
 
 CATALOG_NAME = "icegov"
@@ -108,26 +107,15 @@ def register_table(catalog: SqlCatalog, identifier: Identifier, location: str,
 def _check_registrable(catalog: SqlCatalog, location: str) -> None:
     unreadable = BadRequest("metadata-location is not a table metadata file in this catalog's "
                             "warehouse")
-    path = warehouse_path(catalog, location)
+    path = Warehouse(catalog).path(location)
     if path is None or not path.is_file():
         raise unreadable
     try:
-        FromInputFile.table_metadata(catalog._load_file_io(location=location).new_input(location))
+        io = catalog._load_file_io(location=location)
+        metadata = FromInputFile.table_metadata(io.new_input(location))
     except Exception as exc:  # unreadable or not metadata: the same answer either way
         raise unreadable from exc
-
-
-def warehouse_path(catalog: SqlCatalog, location: str) -> Path | None:
-    """The local path of ``location`` if it is a file under the catalog's warehouse, else None."""
-    parsed = urlparse(location)
-    if parsed.scheme not in ("", "file") or parsed.netloc not in ("", "localhost"):
-        return None
-    raw = unquote(parsed.path) if parsed.scheme else location
-    if not raw.startswith("/") or "\x00" in raw:
-        return None
-    path = Path(os.path.realpath(raw))
-    root = Path(os.path.realpath(unquote(urlparse(catalog.properties["warehouse"]).path)))
-    return path if path.is_relative_to(root) else None
+    Warehouse(catalog).check_metadata(metadata)
 
 
 def _repoint(catalog: SqlCatalog, session: Session, namespace: str, name: str,
@@ -183,8 +171,13 @@ def _stage(catalog: SqlCatalog, change: TableChange) -> _Staged:
         if not change.creates:
             raise
         current = None
-    staged = catalog._update_and_stage_table(current, change.identifier, change.requirements,
-                                             change.updates)
+    try:
+        staged = catalog._update_and_stage_table(current, change.identifier, change.requirements,
+                                                 change.updates)
+    except StopIteration as exc:  # pyiceberg looking up a schema, spec or order that is not there
+        raise BadRequest(f"the commit for {'.'.join(change.identifier)} leaves the table without "
+                         "a current schema, partition spec or sort order") from exc
+    Warehouse(catalog).check_metadata(staged.metadata)
     if current is not None and staged.metadata == current.metadata:
         return _Staged(change, current.metadata_location, current, changed=False)
     location = current.metadata_location if current is not None else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchNamespaceError, TableAlreadyExistsError
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
@@ -15,6 +16,7 @@ from starlette.responses import JSONResponse, Response
 
 from proxy.catalog import store
 from proxy.catalog.errors import run_catalog
+from proxy.catalog.locations import Warehouse
 from proxy.catalog.wire import (
     CommitTableRequest,
     CommitTransactionRequest,
@@ -128,6 +130,11 @@ class TableHandlers:
         if self._catalog.table_exists(identifier):
             raise TableAlreadyExistsError(f"Table already exists: {'.'.join(identifier)}")
         args = _create_arguments(request)
+        warehouse = Warehouse(self._catalog)
+        warehouse.check(self._catalog._resolve_table_location(
+            request.location, Catalog.namespace_to_string(identifier[:-1]), identifier[-1]),
+            "table location")
+        warehouse.check_table_properties(request.properties)
         if request.stage_create:
             staged = self._catalog._create_staged_table(identifier, **args)
             return table_result(staged.metadata.model_dump_json().encode(), None)

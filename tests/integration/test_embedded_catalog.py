@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -289,3 +290,54 @@ def test_register_overwrite_repoints_an_existing_table(alone: TestClient) -> Non
     replaced = alone.post("/v1/namespaces/db/register", json={**body, "overwrite": True})
     assert replaced.status_code == 200, replaced.text
     assert alone.get("/v1/namespaces/db/tables/t").json()["metadata-location"] == other
+
+
+def test_locations_stay_in_the_warehouse(alone: TestClient, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    uuid = alone.get("/v1/namespaces/db/tables/t").json()["metadata"]["table-uuid"]
+    escapes = [str(outside), outside.as_uri(), f"file:{outside}", "s3://bucket/t",
+               str(tmp_path / "alone" / ".." / "outside"),
+               f"{(tmp_path / 'alone').as_uri()}/%2E%2E/outside"]
+    for location in escapes:
+        refused = [
+            ("/v1/namespaces/db/tables", {"name": "u", "schema": SCHEMA, "location": location}),
+            ("/v1/namespaces/db/tables", {"name": "u", "schema": SCHEMA, "stage-create": True,
+                                          "properties": {"write.metadata.path": location}}),
+            ("/v1/namespaces", {"namespace": ["n"], "properties": {"location": location}}),
+            ("/v1/namespaces/db/properties", {"updates": {"location": location}}),
+            ("/v1/namespaces/db/tables/t", {"requirements": [], "updates": [
+                {"action": "set-location", "location": location}]}),
+            ("/v1/namespaces/db/tables/t", set_property(uuid, "write.data.path", location)),
+        ]
+        for path, body in refused:
+            assert_error_model(alone.post(path, json=body), 400, "BadRequestException")
+    assert not outside.exists()
+    assert alone.get("/v1/namespaces").json()["namespaces"] == [["db"]]
+    assert alone.get("/v1/namespaces/db").json()["properties"] == {}
+    assert alone.head("/v1/namespaces/db/tables/u").status_code == 404
+    assert properties(alone, "t") == {}
+    inside = (tmp_path / "alone" / "elsewhere").as_uri()
+    created = alone.post("/v1/namespaces/db/tables",
+                         json={"name": "u", "schema": SCHEMA, "location": inside})
+    assert created.status_code == 200 and created.json()["metadata"]["location"] == inside
+
+
+def test_registered_metadata_must_keep_its_table_in_the_warehouse(
+    alone: TestClient, tmp_path: Path
+) -> None:
+    loaded = alone.get("/v1/namespaces/db/tables/t").json()
+    forged = tmp_path / "alone" / "forged.metadata.json"
+    forged.write_text(json.dumps({**loaded["metadata"], "location": str(tmp_path / "outside")}))
+    response = alone.post("/v1/namespaces/db/register",
+                          json={"name": "forged", "metadata-location": str(forged)})
+    assert_error_model(response, 400, "BadRequestException")
+    assert alone.head("/v1/namespaces/db/tables/forged").status_code == 404
+
+
+def test_a_create_without_a_schema_is_400(alone: TestClient) -> None:
+    empty_create = {"table-changes": [{"identifier": {"namespace": ["db"], "name": "new"},
+                                       "requirements": [{"type": "assert-create"}],
+                                       "updates": []}]}
+    assert_error_model(alone.post("/v1/transactions/commit", json=empty_create), 400,
+                       "BadRequestException")
+    assert alone.head("/v1/namespaces/db/tables/new").status_code == 404
