@@ -2,8 +2,9 @@
 
 The state a snapshot replaces is its predecessor's manifest list. Only the difference is read:
 manifests in the new list but not the old one ("fresh", which must be the new snapshot's own) and
-manifests in the old list but not the new one ("dropped"). Manifests in both are unchanged and are
-not opened. The truth is the set difference of live files:
+manifests in the old list but not the new one ("dropped"). Manifests in both ("kept") are unchanged
+and are not opened, except the kept data manifests while delete files are live (below). The truth
+is the set difference of live files:
 
 * added   = live in fresh manifests, not live in dropped ones;
 * removed = live in dropped manifests, not live in fresh ones.
@@ -17,7 +18,11 @@ Before anything is read, the new manifest list and its fresh manifests must lie 
 locations, and so must every file the fresh manifests introduce (``confine``). What the snapshot
 carries over must be unchanged: kept manifests' list records and re-listed entries equal the
 predecessor's, EXISTING entries have an original, ADDED ones do not re-add a held file
-(``history``). A difference marks the change ``rewrites_history`` (an UPDATE, see ``classify``).
+(``history``). While the predecessor or the snapshot has live delete files (a kept delete
+manifest, a delete file in a dropped or fresh one), the kept data manifests are read too
+(``ManifestReader.live_keys``, cached for committed manifests): a data file a kept manifest holds
+live must not be listed live again, nor removed, by the snapshot. A difference marks the change
+``rewrites_history`` (an UPDATE, see ``classify``).
 
 A removed delete file re-exposes the rows it deleted unless it is
 
@@ -37,11 +42,15 @@ from dataclasses import dataclass
 from pyiceberg.manifest import ManifestContent, ManifestEntryStatus, ManifestFile
 
 from proxy.commits.confine import TableLocations
-from proxy.commits.history import kept_manifest_changes, relisted_entry_changes
+from proxy.commits.history import (
+    kept_file_relistings,
+    kept_manifest_changes,
+    relisted_entry_changes,
+)
 from proxy.commits.intent import FileCounts, UnverifiableCommit
-from proxy.commits.manifests import ContentFile, Entry, ManifestReader
+from proxy.commits.manifests import ContentFile, Entry, FileKey, ManifestReader
 
-_Key = tuple[bool, str, int | None]
+_Key = FileKey
 _MAX_NAMED = 3
 
 
@@ -107,7 +116,8 @@ def diff_snapshot(reader: ManifestReader, snapshot_id: int, manifest_list: str,
     dropped_live = _live({}, dropped)
     _confine_new_files(reader.locations, fresh_entries, dropped_live)
     history = [*kept_manifest_changes(before, after),
-               *relisted_entry_changes(fresh_entries, {e.file.key: e for e in dropped if e.live})]
+               *relisted_entry_changes(fresh_entries, {e.file.key: e for e in dropped if e.live}),
+               *_kept_files_listed_again(reader, kept, fresh_entries, dropped_live)]
     anomalies = [*_foreign_manifests(snapshot_id, fresh),
                  *_status_anomalies(snapshot_id, fresh_entries, dropped_live), *history]
     return _change(snapshot_id, fresh_entries, dropped_live, kept, anomalies, bool(history))
@@ -123,6 +133,27 @@ def _confine_new_files(locations: TableLocations, fresh: list[Entry],
         locations.require(entry.file.path, kind)
         if entry.file.referenced_data_file is not None:
             locations.require(entry.file.referenced_data_file, "referenced data file")
+
+
+def _kept_files_listed_again(reader: ManifestReader, kept: list[ManifestFile], fresh: list[Entry],
+                             dropped_live: dict[_Key, ContentFile]) -> list[str]:
+    """Data files kept manifests hold live that the snapshot lists again or removes, looked for
+    only while delete files are live (``history.kept_file_relistings``)."""
+    touches_data = any(f.is_data for f in dropped_live.values()) or any(
+        e.live and e.file.is_data for e in fresh)
+    if not touches_data or not _deletes_live(kept, fresh, dropped_live):
+        return []
+    held = {m.manifest_path: reader.live_keys(m) for m in kept if m.content == ManifestContent.DATA}
+    return kept_file_relistings(fresh, dropped_live.values(), held)
+
+
+def _deletes_live(kept: list[ManifestFile], fresh: list[Entry],
+                  dropped_live: dict[_Key, ContentFile]) -> bool:
+    """Whether delete files may apply: a kept delete manifest (whatever its counts say: not
+    every reader trusts them), or a live delete file among the dropped or fresh entries."""
+    return (any(m.content == ManifestContent.DELETES for m in kept)
+            or any(not f.is_data for f in dropped_live.values())
+            or any(e.live and not e.file.is_data for e in fresh))
 
 
 def _change(snapshot_id: int, fresh_entries: list[Entry], dropped_live: dict[_Key, ContentFile],

@@ -19,7 +19,13 @@ rows return, rows vanish from filtered reads). So:
 * an EXISTING entry must have an original (no writer re-lists a file it did not take from a
   replaced manifest: such an entry invents a history, e.g. an old sequence number), and an ADDED
   entry must not re-add a file a replaced manifest held (it would get a new sequence number, so
-  the deletes that applied to it stop applying).
+  the deletes that applied to it stop applying);
+* a data file a kept manifest still holds live must not be listed live again in a fresh manifest
+  (the new listing's sequence number escapes the deletes that apply to the kept one: deleted rows
+  return) nor be removed from a replaced manifest (the file stays live, so its removal cannot
+  orphan a delete file). ``diff`` reads the kept data manifests for this only while delete files
+  are live, since without them a second listing hides no deletion (it is a duplicate, not
+  flagged: checking it would read every kept manifest on every append).
 
 Each difference is reported as a reason; ``diff`` marks the snapshot as rewriting history, which
 ``classify`` turns into an UPDATE that is never verified.
@@ -38,9 +44,9 @@ from pyiceberg.manifest import (
 )
 from pyiceberg.types import StructType
 
-from proxy.commits.manifests import Entry, canonical
+from proxy.commits.manifests import ContentFile, Entry, FileKey, canonical
 
-_Key = tuple[bool, str, int | None]
+_Key = FileKey
 _LIST_FIELDS = tuple(f.name for f in MANIFEST_LIST_FILE_SCHEMAS[3].fields)
 _DATA_FILE_TYPE = MANIFEST_ENTRY_SCHEMAS[3].find_field(2).field_type
 assert isinstance(_DATA_FILE_TYPE, StructType)
@@ -77,6 +83,26 @@ def relisted_entry_changes(fresh: Iterable[Entry], originals: Mapping[_Key, Entr
         if fields:
             reasons.append(f"{entry.status.name} entry for {entry.file.path} differs from the "
                            f"original entry in {', '.join(fields)}")
+    return _capped(reasons)
+
+
+def kept_file_relistings(fresh: Iterable[Entry], dropped_live: Iterable[ContentFile],
+                         held: Mapping[str, frozenset[_Key]]) -> list[str]:
+    """Reasons, one per data file that a kept manifest (``held``: path -> live file keys) still
+    holds live and that the snapshot lists live in a fresh manifest or removes."""
+    relisted = {e.file.key: e for e in fresh if e.live and e.file.is_data}
+    removed = {f.key: f for f in dropped_live if f.is_data and f.key not in relisted}
+    wanted = relisted.keys() | removed.keys()
+    holders: dict[_Key, str] = {}
+    for manifest_path, keys in held.items():
+        for key in keys & wanted:
+            holders.setdefault(key, manifest_path)
+    reasons = [f"{relisted[key].status.name} entry lists {relisted[key].file.path} again, which "
+               f"kept manifest {holder} still holds live (deletes that apply to it would not "
+               "apply to the new listing)"
+               for key, holder in holders.items() if key in relisted]
+    reasons += [f"{removed[key].path} is removed while kept manifest {holder} still holds it "
+                "live" for key, holder in holders.items() if key in removed]
     return _capped(reasons)
 
 

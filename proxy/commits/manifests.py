@@ -9,11 +9,20 @@ their ``first_row_id``. Manifest lists are read afresh (pyiceberg's process-wide
 bypassed: a list is a claim to check, and a cached record from another list must not stand in
 for it). Any read failure is an ``UnverifiableCommit`` whose message is the same whatever the
 cause (missing, unreadable, not Avro): no OS error text or file content reaches the client.
+
+``live_keys`` (which files a manifest holds live) is cached per process for committed manifests
+only: those named by a snapshot of the table (a list read with ``manifests`` that no new
+snapshot of the commit claims), keyed by path, length and content. A committed manifest is
+immutable; a claimed one is the writer's and may change between requests, so it is always read.
+A cache hit still counts its entries against ``limits.max_entries``: whether a commit is too
+large does not depend on what was read before.
 """
 
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -39,6 +48,8 @@ from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.limits import CommitLimits
 
 T = TypeVar("T")
+FileKey = tuple[bool, str, int | None]  # ``ContentFile.key``
+_CacheKey = tuple[str, int, ManifestContent]
 
 _DELETE_FILE_PATH_FIELD = 2147483546  # ``file_path`` of a position delete file's rows
 _REFERENCED_DATA_FILE = 17  # positions in the v3 data_file struct
@@ -68,7 +79,7 @@ class ContentFile:
     referenced_data_file: str | None = None
 
     @property
-    def key(self) -> tuple[bool, str, int | None]:
+    def key(self) -> FileKey:
         """Identity across manifests: data-or-delete, location and (for DVs) offset."""
         return (self.is_data, self.path, self.offset)
 
@@ -105,21 +116,54 @@ class ManifestReader:
     locations: TableLocations
     limits: CommitLimits = field(default_factory=CommitLimits)
     entries_read: int = 0
+    _claimed_lists: set[str] = field(default_factory=set, init=False, repr=False)
+    _committed: set[_CacheKey] = field(default_factory=set, init=False, repr=False)
 
     def claimed_manifests(self, manifest_list: str) -> tuple[ManifestFile, ...]:
         """The manifests a new snapshot's list names (the list must be under the table)."""
         self.locations.require(manifest_list, "manifest list")
-        return self.manifests(manifest_list)
+        self._claimed_lists.add(manifest_list)
+        return self._listed(manifest_list)
 
     def manifests(self, manifest_list: str) -> tuple[ManifestFile, ...]:
-        """The manifests ``manifest_list`` names, at most ``limits.max_manifests`` of them."""
-        return _guarded(f"manifest list {manifest_list!r}",
-                        lambda: self._read_list(manifest_list))
+        """The manifests ``manifest_list`` names, at most ``limits.max_manifests`` of them.
+
+        Unless a new snapshot claims the list, they are the table's committed manifests.
+        """
+        manifests = self._listed(manifest_list)
+        if manifest_list not in self._claimed_lists:
+            self._committed.update(_cache_key(m) for m in manifests)
+        return manifests
 
     def entries(self, manifest: ManifestFile) -> tuple[Entry, ...]:
         """Every entry of ``manifest`` (deleted ones included), inherited values filled in."""
         raw = _guarded(f"manifest {manifest.manifest_path!r}", lambda: self._read_raw(manifest))
         return tuple(_entry(manifest, e) for e in raw)
+
+    def live_keys(self, manifest: ManifestFile) -> frozenset[FileKey]:
+        """Keys of the files ``manifest`` holds live (cached if it is committed)."""
+        key = _cache_key(manifest)
+        committed = key in self._committed
+        cached = _LIVE_KEYS.get(key) if committed else None
+        if cached is not None:
+            self._count(cached.entries)
+            return cached.keys
+        entries = self.entries(manifest)
+        held = _LiveKeys(len(entries), frozenset(e.file.key for e in entries if e.live))
+        if committed:
+            _LIVE_KEYS.put(key, held)
+        return held.keys
+
+    def _listed(self, manifest_list: str) -> tuple[ManifestFile, ...]:
+        return _guarded(f"manifest list {manifest_list!r}",
+                        lambda: self._read_list(manifest_list))
+
+    def _count(self, entries: int) -> None:
+        limit = self.limits.max_entries
+        if self.entries_read + entries > limit:
+            raise CommitTooLarge(f"verifying the commit would read more than {limit} manifest "
+                                 "entries")
+        self.entries_read += entries
 
     def _read_list(self, manifest_list: str) -> tuple[ManifestFile, ...]:
         limit = self.limits.max_manifests
@@ -135,22 +179,63 @@ class ManifestReader:
         return tuple(manifests)
 
     def _read_raw(self, manifest: ManifestFile) -> list[ManifestEntry]:
-        limit = self.limits.max_entries
         entries: list[ManifestEntry] = []
         with _avro(self.io, manifest.manifest_path, MANIFEST_ENTRY_SCHEMAS[3],
                    {-1: ManifestEntry, 2: DataFile},
                    {0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent}) as reader:
             for entry in reader:
-                if self.entries_read == limit:
-                    raise CommitTooLarge(f"verifying the commit would read more than {limit} "
-                                         "manifest entries")
-                self.entries_read += 1
+                self._count(1)
                 entries.append(entry)
         return entries
 
 
 class CommitTooLarge(UnverifiableCommit):
     """Verifying the commit would exceed a ``CommitLimits`` bound (400)."""
+
+
+@dataclass(frozen=True)
+class _LiveKeys:
+    """What a manifest holds live, and how many entries reading it costs."""
+
+    entries: int
+    keys: frozenset[FileKey]
+
+
+class _LiveKeyCache:
+    """Least recently used ``_LiveKeys`` of committed manifests, at most ``max_keys`` file keys
+    in all (a manifest holding more is not kept); shared by the threads classifying commits."""
+
+    def __init__(self, max_keys: int) -> None:
+        self._max_keys = max_keys
+        self._held: OrderedDict[_CacheKey, _LiveKeys] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: _CacheKey) -> _LiveKeys | None:
+        with self._lock:
+            held = self._held.get(key)
+            if held is not None:
+                self._held.move_to_end(key)
+            return held
+
+    def put(self, key: _CacheKey, held: _LiveKeys) -> None:
+        if len(held.keys) > self._max_keys:
+            return
+        with self._lock:
+            previous = self._held.pop(key, None)
+            self._size -= 0 if previous is None else len(previous.keys)
+            self._held[key] = held
+            self._size += len(held.keys)
+            while self._size > self._max_keys:
+                _, evicted = self._held.popitem(last=False)
+                self._size -= len(evicted.keys)
+
+
+_LIVE_KEYS = _LiveKeyCache(max_keys=200_000)
+
+
+def _cache_key(manifest: ManifestFile) -> _CacheKey:
+    return (manifest.manifest_path, manifest.manifest_length, manifest.content)
 
 
 def _avro(io: FileIO, path: str, schema: Any, read_types: dict[int, Any],
