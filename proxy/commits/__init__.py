@@ -22,8 +22,9 @@ locations), ``shape`` (the cheap checks), ``rows`` / ``rowfiles`` / ``rowkeys`` 
 checks), ``intent`` (result types).
 
 History: a snapshot that alters a manifest or entry it carries over from its predecessor (a kept
-manifest's sequence number or counts, a re-listed file's bounds) rewrites history: it is an
-UPDATE, never verified, whatever it claims (see ``history``).
+manifest's sequence number or counts, a re-listed file's bounds), or — while delete files are
+live — lists again or removes a file that a kept manifest still holds live, rewrites history: it
+is an UPDATE, never verified, whatever it claims (see ``history``).
 
 Removed delete files: removing a delete file re-exposes the rows it deleted, so a snapshot that
 does is an UPDATE, unless the removal provably exposes nothing: the delete file is expired or

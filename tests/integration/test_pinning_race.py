@@ -55,7 +55,9 @@ def test_a_concurrent_append_between_judgement_and_commit_is_never_lost(tmp_path
         admin = RestCatalog("admin", uri=url, credential=ADMIN)
         admin.create_namespace_if_not_exists("demo")
         name = f"demo.r{uuid.uuid4().hex[:8]}"
-        admin.create_table(name, SCHEMA, properties={"format-version": "1"}).append(pa.table({"id": pa.array([1], pa.int64())}))
+        # format v1: without icegov's pins the backing would apply the stale commit on top
+        created = admin.create_table(name, SCHEMA, properties={"format-version": "1"})
+        created.append(pa.table({"id": pa.array([1], pa.int64())}))
 
         writer_view = RestCatalog("w", uri=url, credential="writer:writer-secret").load_table(name)
         tx = writer_view.transaction()
