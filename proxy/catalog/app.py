@@ -14,9 +14,16 @@ import structlog
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from proxy.errors import IcebergError, MethodNotAllowed, NotFound, error_body, error_response
+from proxy.errors import (
+    BadRequest,
+    IcebergError,
+    MethodNotAllowed,
+    NotFound,
+    error_body,
+    error_response,
+)
 from proxy.inbound import InboundRequest, read_request
-from proxy.routes import RouteTable
+from proxy.routes import MalformedPath, RouteTable
 
 log = structlog.get_logger("icegov.catalog")
 
@@ -58,7 +65,10 @@ class CatalogApp:
         method = scope["method"]
         raw_path: bytes = scope.get("raw_path") or scope["path"].encode("utf-8")
         path = raw_path.decode("latin-1")
-        route = self._routes.match(method, path)
+        try:
+            route = self._routes.match(method, path)
+        except MalformedPath as exc:
+            raise BadRequest(str(exc)) from exc
         if route is None:
             if self._routes.path_known(path):
                 raise MethodNotAllowed(f"{method} is not allowed on this path")

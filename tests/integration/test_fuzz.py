@@ -22,6 +22,8 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from proxy.app import create_app
+from proxy.catalog import create_catalog_app
+from proxy.catalog.store import open_catalog
 from proxy.routes import ENDPOINTS, Endpoint
 from tests.integration.fuzz_bodies import HOSTILE_NAMES, SCHEMA, body_for, mostly, random_json
 from tests.support.errors import assert_error_model
@@ -208,3 +210,38 @@ def test_path_parameters_never_crash(governed: Governed, caller: str) -> None:
 
     run()
     _assert_still_serving(governed)
+
+
+@pytest.fixture(scope="module")
+def catalog_alone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Governed]:
+    """The embedded catalog served on its own (``icegov catalog``): no gate shields it."""
+    workdir = tmp_path_factory.mktemp("alone")
+    catalog = open_catalog(f"sqlite:///{workdir / 'catalog.db'}", workdir / "warehouse")
+    with TestClient(create_catalog_app(catalog, 1 << 20)) as client:
+        locations = {}
+        for namespace, table in (("sentinel", "keep"), ("db", "t"), ("demo", "t")):
+            client.post("/v1/namespaces", json={"namespace": [namespace]})
+            created = client.post(f"/v1/namespaces/{namespace}/tables",
+                                  json={"name": table, "schema": SCHEMA})
+            locations[f"@{namespace.upper()}@"] = _with_junk_files(
+                created.json()["metadata"]["location"])
+        nobody = Caller("anyone", {})
+        yield Governed(client, nobody, nobody, nobody, locations)
+    catalog.engine.dispose()
+
+
+def test_the_catalog_alone_never_crashes(catalog_alone: Governed) -> None:
+    offered = set(catalog_alone.client.get("/v1/config").json()["endpoints"])
+    endpoints = [e for e in ENDPOINTS if e.spec in offered and e.method != "DELETE"]
+
+    @settings(FUZZ, max_examples=600)
+    @given(st.data())
+    def run(data: st.DataObject) -> None:
+        endpoint = data.draw(st.sampled_from(endpoints), label="endpoint")
+        path = data.draw(paths(endpoint), label="path") + data.draw(QUERIES, label="query")
+        body = data.draw(body_for(endpoint.name), label="body") if endpoint.json_body else b""
+        encoded = catalog_alone.encode(body) if endpoint.json_body else b""
+        _send(catalog_alone, catalog_alone.admin, endpoint.method, path, encoded)
+
+    run()
+    _assert_still_serving(catalog_alone)
