@@ -8,6 +8,7 @@ It imports nothing of the governed pipeline (gate, intents, classification).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pyiceberg.catalog.sql import SqlCatalog
 from starlette.responses import JSONResponse, Response
@@ -19,7 +20,9 @@ from proxy.catalog.tables import TableHandlers
 from proxy.errors import NotSupported
 from proxy.inbound import InboundRequest
 from proxy.routes import ENDPOINTS
-from proxy.settings import Settings
+
+if TYPE_CHECKING:  # settings pull in the governed pipeline's configuration; the catalog need not
+    from proxy.settings import Settings
 
 
 @dataclass

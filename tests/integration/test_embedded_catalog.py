@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -341,3 +343,14 @@ def test_a_create_without_a_schema_is_400(alone: TestClient) -> None:
     assert_error_model(alone.post("/v1/transactions/commit", json=empty_create), 400,
                        "BadRequestException")
     assert alone.head("/v1/namespaces/db/tables/new").status_code == 404
+
+
+def test_the_catalog_imports_nothing_of_the_governed_pipeline() -> None:
+    probe = ("import sys, proxy.catalog; "
+             "print(' '.join(m for m in sys.modules if m.startswith('proxy')))")
+    loaded = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True,
+                            text=True, cwd=Path(__file__).resolve().parents[2]).stdout.split()
+    governed = {"proxy.dispatch", "proxy.enforce", "proxy.intent", "proxy.commits",
+                "proxy.policy", "proxy.identity", "proxy.audit", "proxy.forward", "proxy.settings"}
+    assert "proxy.catalog" in loaded
+    assert not governed & {m if m.count(".") < 2 else m.rsplit(".", 1)[0] for m in loaded}
