@@ -1,12 +1,9 @@
-"""Iceberg REST plumbing shared by the proxy and the embedded catalog: reading a request against
-the route table, an ungoverned dispatcher (the embedded catalog's), and the Starlette app shell.
-
-Nothing here governs: the proxy's governed pipeline is ``proxy.pipeline``.
-"""
+"""Iceberg REST plumbing: reading a request against the route table (body bounded, JSON parsed
+once) and the Starlette app shell. Nothing here governs: that is ``proxy.pipeline``."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 from starlette.applications import Starlette
@@ -25,12 +22,11 @@ from proxy.errors import (
     error_body,
     error_response,
 )
-from proxy.inbound import InboundRequest, check_json, read_body
+from proxy.inbound import InboundRequest, read_request
 from proxy.routes import MalformedPath, RouteTable
 
 log = structlog.get_logger("icegov")
 
-Handler = Callable[[InboundRequest], Awaitable[Response]]
 
 
 async def read_inbound(routes: RouteTable, scope: Scope, receive: Receive,
@@ -47,34 +43,7 @@ async def read_inbound(routes: RouteTable, scope: Scope, receive: Receive,
         if routes.path_known(path):
             raise MethodNotAllowed(f"{method} is not allowed on this path")
         raise NotFound("no such Iceberg REST endpoint")
-    body = await read_body(scope, receive, max_body)
-    if route.endpoint.json_body:
-        check_json(body)
-    return InboundRequest(
-        method=method, raw_path=raw_path, query_string=scope.get("query_string", b""),
-        headers=tuple(scope["headers"]), body=body, route=route,
-    )
-
-
-class IcebergDispatcher:
-    """Pure ASGI app for the Iceberg REST routes: handlers by endpoint name, else ``fallback``.
-
-    The embedded catalog's fallback refuses with 501. A request for no known endpoint is refused
-    here and never reaches either.
-    """
-
-    def __init__(self, routes: RouteTable, handlers: Mapping[str, Handler], fallback: Handler,
-                 max_body_bytes: int) -> None:
-        self._routes = routes
-        self._handlers = dict(handlers)
-        self._fallback = fallback
-        self._max_body = max_body_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        inbound = await read_inbound(self._routes, scope, receive, self._max_body)
-        handler = self._handlers.get(inbound.route.endpoint.name, self._fallback)
-        response = await handler(inbound)
-        await response(scope, receive, send)
+    return await read_request(scope, receive, route, max_body)
 
 
 def iceberg_app(
