@@ -285,10 +285,7 @@ def report_delete(direct: DeleteRun, proxied: DeleteRun, sizes: tuple[int, int, 
         commit = "-" if run.commit_ms is None else f"{run.commit_ms:.1f}"
         print(f"| {name} | {run.outcome} | {run.total_ms:.0f} | {commit} |")
     if direct.commit_ms is not None and proxied.commit_ms is not None:
-        added_ms = proxied.commit_ms - direct.commit_ms
-        print(f"\nicegov adds {added_ms:.1f} ms to the commit POST "
-              f"({proxied.commit_ms / direct.commit_ms:.1f}x): {mb:.1f} MB of data files "
-              f"verified at {mb / (added_ms / 1000):.0f} MB/s as served")
+        report_added(direct.commit_ms, proxied.commit_ms, mb, proxied.outcome == "landed")
     if audit is not None:
         evidence = audit.get("evidence") or [{}]
         print(f"audit: decision {audit['decision']}, actions {audit['actions']}, "
@@ -303,6 +300,14 @@ def report_delete(direct: DeleteRun, proxied: DeleteRun, sizes: tuple[int, int, 
               f"{check.without_rows_ms:.0f} ms without; row check {row_ms:.0f} ms over "
               f"{mb:.1f} MB read = {rate:.0f} MB/s")
     sys.stdout.flush()
+
+
+def report_added(direct_ms: float, proxied_ms: float, mb: float, landed: bool) -> None:
+    added_ms = proxied_ms - direct_ms
+    rate = (f": {mb:.1f} MB of data files verified at {mb / (added_ms / 1000):.0f} MB/s as "
+            "served" if landed and added_ms > 0 else "")
+    print(f"\nicegov adds {added_ms:.1f} ms to the commit POST "
+          f"({proxied_ms / direct_ms:.1f}x){rate}")
 
 
 # -- main ------------------------------------------------------------------------------------
