@@ -56,6 +56,7 @@ _REFERENCED_DATA_FILE = 17  # positions in the v3 data_file struct
 _CONTENT_OFFSET = 18
 _NONE = type(None)
 # position -> accepted types, for the fields classification computes with
+_LIST_CONTENT = 3
 _LIST_FIELDS: dict[int, tuple[type, ...]] = {
     0: (str,), 1: (int,), 2: (int,), 3: (ManifestContent,), 4: (int,), 5: (int,), 6: (int,),
     **{count: (int, _NONE) for count in range(7, 13)}}
@@ -174,6 +175,7 @@ class ManifestReader:
             for manifest in reader:
                 if len(manifests) == limit:
                     raise CommitTooLarge(f"a manifest list names more than {limit} manifests")
+                _default_content(manifest)
                 _check_fields(manifest, _LIST_FIELDS, "manifest list record")
                 manifests.append(manifest)
         return tuple(manifests)
@@ -258,6 +260,8 @@ def _guarded(what: str, read: Callable[[], T]) -> T:
 def _entry(manifest: ManifestFile, raw: ManifestEntry) -> Entry:
     data_file = raw.data_file
     _check_fields(raw, _ENTRY_FIELDS, "manifest entry")
+    if type(data_file[0]) is int and data_file[0] == 0:  # v1: no content field, data files
+        data_file[0] = DataFileContent.DATA
     _check_fields(data_file, _FILE_FIELDS, "manifest entry")
     _check_content(manifest, data_file)
     inherits = raw.status == ManifestEntryStatus.ADDED or manifest.sequence_number == 0
@@ -292,6 +296,13 @@ def canonical(value: Any) -> Any:
     if isinstance(value, float) and math.isnan(value):
         return ("NaN",)
     return value
+
+
+def _default_content(manifest: ManifestFile) -> None:
+    """A v1 manifest list has no ``content``: its manifests hold data (the field's default)."""
+    content = manifest[_LIST_CONTENT]
+    if type(content) is int and content in (0, 1):
+        manifest[_LIST_CONTENT] = ManifestContent(content)
 
 
 def _check_fields(record: Record, fields: Mapping[int, tuple[type, ...]], what: str) -> None:

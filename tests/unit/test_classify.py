@@ -246,3 +246,14 @@ def test_evidence_is_json(catalog: RecordingSqlCatalog, table: Table) -> None:
     record = classify(last(catalog), table).to_dict()
     assert json.loads(json.dumps(record))["actions"] == ["INSERT"]
     assert record["added_data_files"] == 1 and record["mismatch"] is None
+
+
+def test_format_v1_tables_are_verified_like_any_other(catalog: RecordingSqlCatalog) -> None:
+    """v1 manifest lists and manifests carry no content or sequence numbers: defaults apply."""
+    table = catalog.create_table("db.v1", ARROW, properties={"format-version": "1"})
+    table.append(rows([1], ["eu"]))
+    table.append(rows([2], ["us"]))
+    intent = classify(last(catalog), table)
+    assert intent.actions == {Action.INSERT} and intent.evidence.verified
+    table.delete(EqualTo("region", "eu"))
+    assert classify(last(catalog), table).actions == {Action.DELETE}
