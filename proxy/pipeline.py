@@ -15,12 +15,12 @@ from starlette.types import Receive, Scope, Send
 
 from proxy.admission import Admission
 from proxy.audit import AuditLog, AuditRecord
+from proxy.backing.forward import relayed
 from proxy.backing.tables import BackingRefused
 from proxy.context import request_id
 from proxy.dispatch import internal_error, read_inbound
 from proxy.enforce import Gate
 from proxy.errors import IcebergError, error_response
-from proxy.forward import relayed
 from proxy.inbound import InboundRequest
 from proxy.routes import ENDPOINTS, RouteTable
 
@@ -58,10 +58,8 @@ class GovernedDispatcher:
         record = _record(scope)
         response = await self._answer(scope, receive, record)
         record.status = response.status_code
-        try:
-            await response(scope, receive, send)
-        finally:
-            self._audit.write(record)
+        self._audit.write(record)  # before the answer leaves: a caller never outruns its record
+        await response(scope, receive, send)
 
     async def _answer(self, scope: Scope, receive: Receive, record: AuditRecord) -> Response:
         try:

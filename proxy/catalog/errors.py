@@ -23,6 +23,10 @@ _TRANSLATION: tuple[tuple[type[Exception], type[errors.IcebergError]], ...] = (
     (pyi.ValidationError, errors.BadRequest),
     (pydantic.ValidationError, errors.BadRequest),
     (NotImplementedError, errors.NotSupported),
+    # a client-chosen location that is a file, or a file where a directory must go
+    (NotADirectoryError, errors.BadRequest),
+    (IsADirectoryError, errors.BadRequest),
+    (FileExistsError, errors.BadRequest),
     (ValueError, errors.BadRequest),
     (KeyError, errors.BadRequest),
     (TypeError, errors.BadRequest),
@@ -59,4 +63,6 @@ def _message(exc: Exception) -> str:
         return f"invalid {exc.title}: {location}: {first['msg']}"[:300]
     if isinstance(exc, UnicodeError):
         return "invalid input"
+    if isinstance(exc, OSError):  # never echo OS error text or paths
+        return "a location in the request cannot be used for table files"
     return (str(exc) or type(exc).__name__)[:300]

@@ -354,3 +354,14 @@ def test_the_catalog_imports_nothing_of_the_governed_pipeline() -> None:
                 "proxy.policy", "proxy.identity", "proxy.audit", "proxy.forward", "proxy.settings"}
     assert "proxy.catalog" in loaded
     assert not governed & {m if m.count(".") < 2 else m.rsplit(".", 1)[0] for m in loaded}
+
+
+def test_a_location_that_is_a_file_is_400_and_creates_nothing(http: TestClient,
+                                                               tmp_path: Path) -> None:
+    created = create(http, "holder")
+    junk = created["metadata-location"]  # a file inside the warehouse
+    response = http.post("/v1/namespaces/db/tables",
+                         json={"name": "onfile", "schema": SCHEMA, "location": junk})
+    error = assert_error_model(response, 400)
+    assert "Errno" not in error["message"] and str(tmp_path) not in error["message"]
+    assert http.get("/v1/namespaces/db/tables/onfile").status_code == 404
