@@ -154,6 +154,13 @@ def configure_logging(level: str | int = "INFO", stream: IO[str] | None = None) 
     elif stream is not None and isinstance(_State.handler, logging.StreamHandler):
         _State.handler.setStream(stream)
     root.setLevel(numeric)
+    for name in _SERVER_LOGGERS:  # uvicorn may have given them handlers of their own
+        server_logger = logging.getLogger(name)
+        server_logger.handlers.clear()
+        server_logger.propagate = True
+
+
+_SERVER_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
 
 
 def reset_logging() -> None:
