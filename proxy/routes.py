@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from urllib.parse import unquote
+from urllib.parse import unquote_plus
 
 NAMESPACE_SEPARATOR = "\x1f"
 
@@ -121,8 +121,11 @@ class MalformedPath(ValueError):
 
 
 def _decoded(raw: dict[str, str]) -> dict[str, str]:
+    """Path parameters decoded as Iceberg's own servers decode them (Java ``URLDecoder``: a
+    ``+`` is a space, which is also how the Java client sends spaces), so the name authorized is
+    the name a Java-based backing acts on; a literal plus arrives as ``%2B``."""
     try:
-        return {k: unquote(v, errors="strict") for k, v in raw.items()}
+        return {k: unquote_plus(v, errors="strict") for k, v in raw.items()}
     except UnicodeDecodeError as exc:
         raise MalformedPath("a path parameter is not valid percent-encoded UTF-8") from exc
 

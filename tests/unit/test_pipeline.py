@@ -211,3 +211,13 @@ def test_method_override_and_forwarding_headers_never_reach_the_backing() -> Non
         assert client.get("/v1/namespaces/db", headers=smuggled).status_code == 200
     [seen] = upstream.seen
     assert not set(smuggled) & {k.lower() for k in seen.headers}
+
+
+def test_a_plus_in_a_path_is_a_space_as_java_servers_and_clients_read_it(tmp_path: Path) -> None:
+    upstream = Upstream()
+    with client_for(upstream, tmp_path) as client:
+        assert client.get("/v1/namespaces/demo/tables/q3+payroll").status_code == 200
+        assert client.get("/v1/namespaces/demo/tables/q3%2Bpayroll").status_code == 200
+    records = [json.loads(line) for line in (tmp_path / "audit.log").read_text().splitlines()]
+    assert [r["resources"] for r in records[-2:]] == [
+        ['icegov.demo."q3 payroll"'], ["icegov.demo.q3+payroll"]]
