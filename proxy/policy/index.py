@@ -8,7 +8,8 @@ tuples of segments, never dotted strings: ``icegov."demo.priv"`` and ``icegov.de
 meet.
 
 Semantics (the same as Casbin evaluating ``model.conf``): a deny from any subject wins; otherwise
-an allow from any subject allows; otherwise the default deny. The deciding rule is the first
+an allow from any subject allows; otherwise the default deny. A deny also covers everything
+beneath what it names (``resourceMatch`` with the effect ``deny``). The deciding rule is the first
 matching deny, else the first matching allow, in file order.
 """
 
@@ -70,7 +71,7 @@ class RuleIndex:
     """
 
     def __init__(self, rules: Iterable[Rule], grants: Iterable[Grant]) -> None:
-        rules = list(rules)
+        rules = with_denies_beneath(rules)
         self._buckets = _bucketed(rules)
         self._allows = _bucketed(rule for rule in rules if rule.allow)  # for can_see
         self._denies = _bucketed(rule for rule in rules if not rule.allow)
@@ -123,6 +124,12 @@ class RuleIndex:
         allows = (rule for s in subjects if s in self._allows
                   for rule in self._allows[s].reaching(parts))
         return any(_visible_through(rule, targets, denies) for rule in allows)
+
+
+def with_denies_beneath(rules: Iterable[Rule]) -> list[Rule]:
+    """The rules plus, for every deny on a closed pattern, that deny on everything beneath."""
+    rules = list(rules)
+    return rules + [b for b in (rule.beneath() for rule in rules) if b is not None]
 
 
 def _literal(pattern: ResourcePattern) -> Key:

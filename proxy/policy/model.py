@@ -34,7 +34,7 @@ g = _, _
 e = some(where (p.eft == allow)) && !some(where (p.eft == deny))
 
 [matchers]
-m = g(r.sub, p.sub) && resourceMatch(r.obj, p.obj) && actionMatch(r.act, p.act)
+m = g(r.sub, p.sub) && resourceMatch(r.obj, p.obj, p.eft) && actionMatch(r.act, p.act)
 """
 """The one model icegov evaluates (comments and spacing in ``model.conf`` may differ)."""
 

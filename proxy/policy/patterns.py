@@ -195,9 +195,15 @@ def compile_actions(text: str) -> frozenset[Action]:
         raise PatternError(f"unknown action {text!r} (expected one of: {known})") from None
 
 
-def resource_match(resource: str, pattern: str) -> bool:
-    """Casbin matcher function ``resourceMatch(r.obj, p.obj)``: both in the text form."""
-    return compile_resource(pattern).matches(parse_resource_text(resource))
+def resource_match(resource: str, pattern: str, effect: str = "allow") -> bool:
+    """Casbin matcher function ``resourceMatch(r.obj, p.obj, p.eft)``: both in the text form.
+
+    An allow matches the resources its pattern names; a deny also everything beneath them.
+    """
+    compiled, parts = compile_resource(pattern), parse_resource_text(resource)
+    if effect != "deny":
+        return compiled.matches(parts)
+    return any(compiled.matches(parts[:size]) for size in range(1, len(parts) + 1))
 
 
 def action_match(action: str, pattern: str) -> bool:

@@ -7,7 +7,7 @@ once; loading refuses a policy with any error.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from proxy.governance import Action
@@ -57,13 +57,27 @@ class Rule:
     actions: frozenset[Action]
     allow: bool
     line: int
+    written: str | None = None  # the pattern as the line wrote it, when ``pattern`` is derived
 
     @property
     def text(self) -> str:
         """The rule as a canonical policy line, e.g. ``p, writer, icegov.demo.*, INSERT, allow``
         (the pattern in its canonical text form: quotes only where a segment needs them)."""
         effect = "allow" if self.allow else "deny"
-        return f"p, {self.subject}, {self.pattern.text}, {self.action}, {effect}"
+        shown = self.written or self.pattern.text
+        return f"p, {self.subject}, {shown}, {self.action}, {effect}"
+
+    def beneath(self) -> Rule | None:
+        """For a deny on a closed pattern, the same deny on everything beneath what it names.
+
+        A deny covers the resources below the one it names: denying the table ``ns.t`` also
+        denies the namespace ``(ns, t)`` beneath it, which a path-based catalog stores in the
+        table's own directory. (An open pattern already covers everything beneath it.)
+        """
+        if self.allow or self.pattern.open:
+            return None
+        return replace(self, pattern=ResourcePattern(self.pattern.segments, True),
+                       written=self.pattern.text)
 
 
 @dataclass(frozen=True, slots=True)

@@ -169,7 +169,7 @@ def test_catalog_and_namespace_levels(tmp_path: Path) -> None:
     ("icegov", True),  # something beneath is allowed
     ("icegov.sales", True),
     ("icegov.sales.orders", True),
-    ("icegov.sales.payroll", True),  # as a namespace: icegov.sales.payroll.x is allowed
+    ("icegov.sales.payroll", False),  # as a namespace too: the deny covers what is beneath
     ("icegov.hr", False),  # nothing allowed there
     ("icegov.hr.salaries", False),
     ("other", False),
@@ -186,7 +186,11 @@ def test_can_see_a_table_counts_rights_on_the_table_only(tmp_path: Path) -> None
                                 "p, team, icegov.sales.payroll, *, deny\n")
     assert not auth.can_see(who("ann", "team"), res("icegov.sales.payroll", TABLE))
     assert auth.can_see(who("ann", "team"), res("icegov.sales.orders", TABLE))
-    assert auth.can_see(who("ann", "team"), res("icegov.sales.payroll", NS))  # as a namespace
+    # the namespace (sales, payroll) is beneath the denied table: on a path-based catalog it is
+    # the table's own directory
+    assert not auth.can_see(who("ann", "team"), res("icegov.sales.payroll", NS))
+    assert not auth.decide(who("ann", "team"), A.CREATE_TABLE,
+                           res("icegov.sales.payroll.metadata", TABLE)).allowed
 
 
 def test_can_see_through_a_partially_denied_subtree(tmp_path: Path) -> None:

@@ -123,7 +123,8 @@ def test_explain_takes_quoted_names_and_says_what_is_visible(files: list[str]) -
     assert "  visible:    no, hidden (404), as a table" in table.output
     namespace = run("explain", *files, "--principal", "ann", "--action", "SELECT",
                     "--resource", "icegov.sales.payroll", "--kind", "namespace")
-    assert "  visible:    yes, as a namespace" in namespace.output  # icegov.sales.payroll.x
+    # a deny covers what is beneath it: the namespace (sales, payroll) is hidden too
+    assert "  visible:    no, hidden (404), as a namespace" in namespace.output
 
 
 @pytest.mark.parametrize(("resource", "kind", "message"), [
@@ -174,7 +175,7 @@ def test_test_checks_visibility_by_kind(tmp_path: Path, files: list[str]) -> Non
     cases = tmp_path / "cases.yaml"
     cases.write_text("""\
 - {principal: ann, table: icegov.sales.orders, expect: visible}
-- {principal: ann, namespace: icegov.sales.payroll, expect: visible}
+- {principal: ann, namespace: icegov.sales.payroll, expect: hidden}
 - {principal: ann, table: icegov.sales.payroll, expect: hidden}
 - {principal: ann, namespace: 'icegov."sales.eu"', expect: hidden}
 - {principal: ann, catalog: icegov, expect: visible}

@@ -80,7 +80,7 @@ def test_problems_name_their_line(settings: PolicySettings) -> None:
 
 @pytest.mark.parametrize("model", [
     CANONICAL_MODEL.replace("!some(where (p.eft == deny))", "true"),
-    CANONICAL_MODEL.replace("resourceMatch(r.obj, p.obj)", "r.obj == p.obj"),
+    CANONICAL_MODEL.replace("resourceMatch(r.obj, p.obj, p.eft)", "r.obj == p.obj"),
     CANONICAL_MODEL.replace("[role_definition]\ng = _, _\n", ""),
     CANONICAL_MODEL + "\n[matchers]\nm2 = true\n",
     CANONICAL_MODEL[: len(CANONICAL_MODEL) // 2],  # truncated
