@@ -23,7 +23,8 @@ _REF_UPDATES = frozenset({"set-snapshot-ref", "remove-snapshot-ref"})
 def pinned_requirements(body: dict[str, Any], base: TableMetadata) -> list[dict[str, Any]]:
     """The requirements icegov adds to ``body`` (empty when the client pinned everything)."""
     requirements = [r for r in body.get("requirements") or [] if isinstance(r, dict)]
-    asserted = {r.get("ref") for r in requirements if r.get("type") == "assert-ref-snapshot-id"}
+    asserted = {r.get("ref") for r in requirements
+                if r.get("type") == "assert-ref-snapshot-id" and isinstance(r.get("ref"), str)}
     added: list[dict[str, Any]] = []
     if not any(r.get("type") == "assert-table-uuid" for r in requirements):
         added.append({"type": "assert-table-uuid", "uuid": str(base.table_uuid)})

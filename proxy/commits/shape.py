@@ -38,3 +38,34 @@ def check_commit_shape(body: Any, limits: CommitLimits = DEFAULT_LIMITS) -> None
         for item in items:
             if not isinstance(item, dict) or not isinstance(item.get(tag), str):
                 raise UnverifiableCommit(f"every {name} needs a string {tag!r}")
+            if item[tag] != item[tag].lower():  # Java servers lower-case it: one spelling only
+                raise UnverifiableCommit(f"{name} {tag} {item[tag]!r:.60} must be lower-case")
+    for requirement in body.get("requirements") or []:
+        _check_requirement(requirement)
+
+
+_REQUIREMENT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
+    "assert-create": {},
+    "assert-table-uuid": {"uuid": (str,)},
+    "assert-ref-snapshot-id": {"ref": (str,), "snapshot-id": (int, type(None))},
+    "assert-last-assigned-field-id": {"last-assigned-field-id": (int,)},
+    "assert-current-schema-id": {"current-schema-id": (int,)},
+    "assert-last-assigned-partition-id": {"last-assigned-partition-id": (int,)},
+    "assert-default-spec-id": {"default-spec-id": (int,)},
+    "assert-default-sort-order-id": {"default-sort-order-id": (int,)},
+}
+"""Every requirement of the REST spec and the types of its fields: a backing must never act on a
+requirement icegov did not understand the same way."""
+
+
+def _check_requirement(requirement: dict[str, Any]) -> None:
+    kind = requirement["type"]
+    fields = _REQUIREMENT_FIELDS.get(kind)
+    if fields is None:
+        raise UnverifiableCommit(f"unknown requirement type {kind!r:.60}")
+    for field, types in fields.items():
+        value = requirement.get(field)
+        if value is None and type(None) in types:
+            continue  # null, or left out as pyiceberg does
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise UnverifiableCommit(f"requirement {kind} needs {field!r} of the right type")

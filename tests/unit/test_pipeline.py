@@ -221,3 +221,33 @@ def test_a_plus_in_a_path_is_a_space_as_java_servers_and_clients_read_it(tmp_pat
     records = [json.loads(line) for line in (tmp_path / "audit.log").read_text().splitlines()]
     assert [r["resources"] for r in records[-2:]] == [
         ['icegov.demo."q3 payroll"'], ["icegov.demo.q3+payroll"]]
+
+
+@pytest.mark.parametrize("requirements", [
+    [{"type": "assert-ref-snapshot-id", "ref": ["main"], "snapshot-id": 1}],
+    [{"type": "assert-ref-snapshot-id", "ref": {}, "snapshot-id": None}],
+    [{"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": "1"}],
+    [{"type": "assert-table-uuid", "uuid": 7}],
+    [{"type": "ASSERT-CREATE"}],
+    [{"type": "assert-everything-is-fine"}],
+])
+def test_malformed_requirements_are_400_not_500(tmp_path: Path,
+                                                requirements: list[object]) -> None:
+    upstream = table_backing(tmp_path, httpx.Response(200, json={}))
+    with client_for(upstream) as client:
+        response = client.post(TABLE, json={**ALTER, "requirements": requirements})
+        transaction = client.post("/v1/transactions/commit", json={"table-changes": [
+            {"identifier": {"namespace": ["db"], "name": "t"}, **ALTER,
+             "requirements": requirements}]})
+    assert_error_model(response, 400)
+    assert_error_model(transaction, 400)
+    assert all(r.method == "GET" for r in upstream.seen)
+
+
+def test_an_upper_case_update_action_is_400(tmp_path: Path) -> None:
+    upstream = table_backing(tmp_path, httpx.Response(200, json={}))
+    body = {"updates": [{"action": "SET-SNAPSHOT-REF", "ref-name": "main", "snapshot-id": 1,
+                         "type": "branch"}]}
+    with client_for(upstream) as client:
+        assert_error_model(client.post(TABLE, json=body), 400)
+    assert upstream.seen == []
