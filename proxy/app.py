@@ -14,8 +14,9 @@ from starlette.routing import Route
 
 from proxy.admission import Admission
 from proxy.audit import AuditLog
+from proxy.backing.auth import backing_auth_from_settings
+from proxy.backing.forward import Forwarder
 from proxy.backing.offers import BackingOffers
-from proxy.backing_auth import backing_auth_from_settings
 from proxy.commit_handler import CommitHandlers
 from proxy.commits import check_classification_complete
 from proxy.config_handler import ConfigHandler
@@ -23,7 +24,6 @@ from proxy.context import RequestContextMiddleware
 from proxy.dispatch import iceberg_app
 from proxy.enforce import CatalogNames, Gate
 from proxy.evidence import ChangeClassifier
-from proxy.forward import Forwarder
 from proxy.handlers import BackingHandlers, healthz
 from proxy.identity import build_identity
 from proxy.inbound import InboundRequest
@@ -83,7 +83,7 @@ def create_app(settings: Settings, backing: Backing | None = None) -> Starlette:
     gate = Gate(
         identity.authenticator, authorizer, offers,
         CatalogNames(settings.catalog_name, settings.catalogs),
-        ChangeClassifier(forwarder.fetch, settings.commit_limits),
+        ChangeClassifier(forwarder.fetch, forwarder.post_json, settings.commit_limits),
         settings.commit_limits.max_table_changes,
     )
     dispatcher = GovernedDispatcher(

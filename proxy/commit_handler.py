@@ -16,8 +16,8 @@ import httpx
 from starlette.responses import Response
 
 from proxy.admission import Admission
+from proxy.backing.forward import Forwarder, relayed
 from proxy.errors import CommitStateUnknown, CommitTimeout
-from proxy.forward import Forwarder, relayed
 from proxy.inbound import InboundRequest
 from proxy.pinning import pinned_table_commit, pinned_transaction
 

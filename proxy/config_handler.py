@@ -12,9 +12,9 @@ import json
 from starlette.responses import JSONResponse, Response
 
 from proxy.admission import Admission
+from proxy.backing.forward import Forwarder, relayed
 from proxy.backing.offers import CONFIG_PATH, BackingOffers
 from proxy.errors import BackingUnavailable
-from proxy.forward import Forwarder, relayed
 from proxy.inbound import InboundRequest
 from proxy.routes import ENDPOINTS
 

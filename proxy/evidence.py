@@ -3,8 +3,11 @@ the change really does, classified from its manifests (``proxy.commits``) within
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from functools import partial
+from typing import Any
 
 import httpx
 from pyiceberg.io import FileIO, load_file_io
@@ -12,38 +15,61 @@ from starlette.concurrency import run_in_threadpool
 
 from proxy.admission import ClassifiedChange
 from proxy.backing.tables import BackingRefused, TableState, parse_table_state, table_path
-from proxy.commits import classify_commit, creates_table
+from proxy.commits import check_commit_shape, classify_commit, creates_table
+from proxy.commits.confine import locations_from
 from proxy.commits.limits import CommitLimits
-from proxy.errors import BackingUnavailable, PayloadTooLarge
+from proxy.errors import BackingUnavailable
+from proxy.governance import Action
 from proxy.inbound import InboundRequest
 from proxy.intent import TableChange
 
 Fetch = Callable[[bytes, bytes, tuple[tuple[bytes, bytes], ...]], Awaitable[httpx.Response]]
+Post = Fetch  # (path, body, caller headers)
+_EMPTY_SCHEMA = {"type": "struct", "schema-id": 0, "fields": []}
 
 
 class ChangeClassifier:
     """Loads each changed table once and classifies its change against that state."""
 
-    def __init__(self, fetch: Fetch, limits: CommitLimits) -> None:
+    def __init__(self, fetch: Fetch, post: Post, limits: CommitLimits) -> None:
         self._fetch = fetch
+        self._post = post
         self._limits = limits
 
     async def classify_all(self, inbound: InboundRequest,
                            changes: tuple[TableChange, ...]) -> list[ClassifiedChange]:
         """Every change classified, in order (the first failure stops the rest)."""
         for change in changes:
-            check_updates(change, self._limits)
+            check_commit_shape(change.body, self._limits)
         return [await self._classify(inbound, change) for change in changes]
 
     async def _classify(self, inbound: InboundRequest, change: TableChange) -> ClassifiedChange:
         if creates_table(change.body):
             intent = await run_in_threadpool(
                 partial(classify_commit, limits=self._limits), change.body, None, _DEFAULT_IO)
+            if await self._chooses_location(inbound, change):
+                intent = replace(intent, actions=intent.actions | {Action.REGISTER_TABLE})
             return ClassifiedChange(change.resource, change.body, intent, None)
         base = await self.load(inbound, change)
         intent = await run_in_threadpool(
             partial(classify_commit, limits=self._limits), change.body, base.metadata, base.io)
         return ClassifiedChange(change.resource, change.body, intent, base)
+
+    async def _chooses_location(self, inbound: InboundRequest, change: TableChange) -> bool:
+        """Does a create commit place the table elsewhere than the catalog would? The catalog is
+        asked with a stage-create (which creates nothing); no answer counts as "elsewhere"."""
+        wanted = created_location(change.body)
+        if wanted is None:
+            return False
+        probe = {"name": change.resource.table, "stage-create": True,
+                 "schema": _first_schema(change.body)}
+        path = table_path(inbound.route.prefix, change.resource).rsplit(b"/", 1)[0]
+        response = await self._post(path, json.dumps(probe).encode(), inbound.headers)
+        try:
+            assigned = json.loads(response.content)["metadata"]["location"]
+        except (ValueError, KeyError, TypeError):
+            return True
+        return response.status_code != 200 or not same_location(wanted, assigned)
 
     async def load(self, inbound: InboundRequest, change: TableChange) -> TableState:
         """The table's current state at the backing catalog (as the caller would see it)."""
@@ -58,11 +84,26 @@ class ChangeClassifier:
         return parse_table_state(change.resource, response.content)
 
 
-def check_updates(change: TableChange, limits: CommitLimits) -> None:
-    """Refuse, before any file is read, a commit with more updates than the limit."""
-    updates = change.body.get("updates")
-    if isinstance(updates, list) and len(updates) > limits.max_updates:
-        raise PayloadTooLarge(f"a commit may carry at most {limits.max_updates} updates")
+def created_location(body: dict[str, Any]) -> str | None:
+    """The location a create commit sets (its last ``set-location``), if any."""
+    found = None
+    for update in body.get("updates") or []:
+        if isinstance(update, dict) and update.get("action") == "set-location":
+            found = update.get("location") if isinstance(update.get("location"), str) else ""
+    return found
+
+
+def same_location(left: str, right: str) -> bool:
+    """The same directory, however spelled (``file:/x``, ``file:///x/``, ``/x``)."""
+    one, other = locations_from([left]), locations_from([right])
+    return bool(one.roots and other.roots) and one.admits(right) and other.admits(left)
+
+
+def _first_schema(body: dict[str, Any]) -> Any:
+    for update in body.get("updates") or []:
+        if isinstance(update, dict) and update.get("action") == "add-schema":
+            return update.get("schema") or _EMPTY_SCHEMA
+    return _EMPTY_SCHEMA
 
 
 _DEFAULT_IO: FileIO = load_file_io({}, None)

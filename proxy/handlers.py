@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse
 
+from proxy.backing.forward import Forwarder
 from proxy.errors import BackingUnavailable, IcebergError
-from proxy.forward import Forwarder
-from proxy.inbound import InboundRequest
 from proxy.policy import PolicyAuthorizer
 
 CONFIG_PATH = b"/v1/config"
@@ -43,15 +40,3 @@ class BackingHandlers:
         status = self._authorizer.status
         return JSONResponse({"status": "ready", "generation": status.generation,
                              "policy_error": status.last_error is not None})
-
-    async def config(self, inbound: InboundRequest) -> Response:
-        """The backing catalog's config, as the base that icegov's own additions extend."""
-        response = await self._forwarder.fetch(CONFIG_PATH, inbound.query_string, inbound.headers)
-        if response.status_code != 200:
-            return Response(response.content, status_code=response.status_code,
-                            media_type=response.headers.get("content-type", "application/json"))
-        try:
-            config = json.loads(response.content)
-        except ValueError as exc:
-            raise BackingUnavailable("backing catalog config is not JSON") from exc
-        return JSONResponse(config)

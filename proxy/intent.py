@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
+from proxy.commits.confine import LOCATION_PROPERTIES
 from proxy.errors import BadRequest, PayloadTooLarge
 from proxy.governance import Action
 from proxy.inbound import InboundRequest
@@ -151,9 +152,21 @@ def _create_namespace(inbound: InboundRequest, names: Names) -> Intent:
 
 def _named_in_body(action: Action) -> IntentFn:
     def intent(inbound: InboundRequest, names: Names) -> Intent:
-        resource = names.table(list(inbound.route.namespace), _body(inbound).get("name"), "name")
-        return Intent((Need(action, resource),))
+        body = _body(inbound)
+        resource = names.table(list(inbound.route.namespace), body.get("name"), "name")
+        needs = [Need(action, resource)]
+        if action == Action.CREATE_TABLE and chooses_location(body):
+            needs.append(Need(Action.REGISTER_TABLE, resource))
+        return Intent(tuple(needs))
     return intent
+
+
+def chooses_location(body: dict[str, Any]) -> bool:
+    """A create that places the table's files itself (``location``, ``write.*.path``): it could
+    place them over another table's, so it needs ``REGISTER_TABLE`` like adopting files does."""
+    properties = body.get("properties")
+    return body.get("location") is not None or (
+        isinstance(properties, dict) and any(p in properties for p in LOCATION_PROPERTIES))
 
 
 def _rename(inbound: InboundRequest, names: Names) -> Intent:

@@ -8,8 +8,8 @@ from typing import Any
 from starlette.responses import Response
 
 from proxy.admission import Admission
+from proxy.backing.forward import Forwarder, relayed
 from proxy.errors import BackingUnavailable
-from proxy.forward import Forwarder, relayed
 from proxy.governance import Authorizer, Principal
 from proxy.inbound import InboundRequest
 from proxy.resources import Resource

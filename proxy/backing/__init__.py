@@ -1,2 +1,3 @@
-"""The backing catalog as icegov reaches it: what it offers (``offers``), and one reader of table
-state shared by commit classification, planning and commits (``tables``)."""
+"""The backing catalog as icegov reaches it: the one forwarding path (``forward``), icegov's own
+credentials towards it (``auth``), what it offers (``offers``), and one reader of table state
+shared by commit classification, planning and commits (``tables``)."""

@@ -15,7 +15,7 @@ import httpx
 from starlette.background import BackgroundTask
 from starlette.responses import Response, StreamingResponse
 
-from proxy.backing_auth import BackingAuth
+from proxy.backing.auth import BackingAuth
 from proxy.errors import (
     BackingTimeout,
     BackingUnavailable,
@@ -99,6 +99,14 @@ class Forwarder:
     ) -> httpx.Response:
         """A read-only GET of a backing path with the caller's headers, body read in full."""
         request = await self._build("GET", raw_path, query_string, caller_headers, b"")
+        return await _read_whole(await self._send(request, commit=False))
+
+    async def post_json(self, raw_path: bytes, body: bytes,
+                        caller_headers: tuple[tuple[bytes, bytes], ...]) -> httpx.Response:
+        """An icegov-made POST (e.g. a stage-create probe, which creates nothing), read in full."""
+        headers = tuple(h for h in caller_headers if h[0].lower() != b"content-type")
+        request = await self._build("POST", raw_path, b"",
+                                    (*headers, (b"content-type", b"application/json")), body)
         return await _read_whole(await self._send(request, commit=False))
 
     async def _build(

@@ -55,12 +55,12 @@ def parse_table_state(resource: Resource, body: bytes) -> TableState:
         config = {str(k): str(v) for k, v in (loaded.get("config") or {}).items()}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise UnverifiableCommit("cannot read the table's current metadata") from exc
-    io = load_file_io(_io_properties({**metadata.properties, **config}),
-                      location or metadata.location)
+    io = load_file_io(_io_properties(config), location or metadata.location)
     return TableState(resource, metadata, location, io, config)
 
 
 def _io_properties(properties: dict[str, str]) -> dict[str, str]:
-    """FileIO settings without the ones that name Python code to load (a table property is
-    writable by anyone with ALTER: it must not choose what icegov imports)."""
+    """FileIO settings from the catalog's answer (its ``config``), never from table properties:
+    anyone with ALTER writes those, and must not choose where icegov reads a commit's evidence
+    (another endpoint, other credentials) nor what Python code it loads (``py-io-impl``)."""
     return {k: v for k, v in properties.items() if not k.startswith("py-io-impl")}

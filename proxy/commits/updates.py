@@ -33,6 +33,7 @@ from typing import Any
 
 from pyiceberg.table.metadata import TableMetadata
 
+from proxy.commits.confine import LOCATION_PROPERTIES
 from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.snapshots import ClaimedSnapshot, optional_id, parse_snapshot, require_id
 from proxy.governance import TABLE_ACTIONS, Action
@@ -80,6 +81,23 @@ Classifier = Callable[[Mapping[str, Any], CommitScan], None]
 
 def _metadata(_: Mapping[str, Any], scan: CommitScan) -> None:
     scan.actions.add(scan.metadata_action)
+
+
+def _set_location(_: Mapping[str, Any], scan: CommitScan) -> None:
+    """Moving an existing table's files root lets its next commits adopt files it never wrote
+    (another table's): that is ``REGISTER_TABLE``'s power. A create's location is judged by the
+    gate against the location the catalog would assign (``proxy.evidence``)."""
+    scan.actions.add(scan.metadata_action)
+    if not scan.creating:
+        scan.actions.add(Action.REGISTER_TABLE)
+
+
+def _set_properties(update: Mapping[str, Any], scan: CommitScan) -> None:
+    """Properties are ALTER; the ones that name a files root also need ``REGISTER_TABLE``."""
+    scan.actions.add(scan.metadata_action)
+    updates = update.get("updates")
+    if isinstance(updates, Mapping) and any(p in updates for p in LOCATION_PROPERTIES):
+        scan.actions.add(Action.REGISTER_TABLE)
 
 
 def _assign_uuid(_: Mapping[str, Any], scan: CommitScan) -> None:
@@ -153,8 +171,8 @@ UPDATE_CLASSIFIERS: Mapping[str, Classifier] = {
     "set-default-spec": _metadata,
     "add-sort-order": _metadata,
     "set-default-sort-order": _metadata,
-    "set-location": _metadata,
-    "set-properties": _metadata,
+    "set-location": _set_location,
+    "set-properties": _set_properties,
     "remove-properties": _metadata,
     "remove-partition-specs": _metadata,
     "remove-schemas": _metadata,

@@ -47,7 +47,6 @@ def actions(table: Table, *updates: dict[str, Any], create: bool = False) -> fro
     {"action": "set-default-spec", "spec-id": -1},
     {"action": "add-sort-order", "sort-order": {"order-id": 1, "fields": []}},
     {"action": "set-default-sort-order", "sort-order-id": -1},
-    {"action": "set-location", "location": "file:///elsewhere"},
     {"action": "set-properties", "updates": {"a": "b"}},
     {"action": "remove-properties", "removals": ["a"]},
     {"action": "remove-partition-specs", "spec-ids": [1]},
@@ -57,6 +56,18 @@ def test_metadata_updates_are_alter_or_part_of_a_create(table: Table,
                                                         update: dict[str, Any]) -> None:
     assert actions(table, update) == {Action.ALTER}
     assert actions(table, update, create=True) == {Action.CREATE_TABLE}
+
+
+@pytest.mark.parametrize("update", [
+    {"action": "set-location", "location": "file:///elsewhere"},
+    {"action": "set-properties", "updates": {"write.data.path": "file:///elsewhere"}},
+    {"action": "set-properties", "updates": {"write.metadata.path": "file:///elsewhere"}},
+])
+def test_moving_a_tables_files_root_needs_register_table(table: Table,
+                                                         update: dict[str, Any]) -> None:
+    """A new files root lets later commits adopt files the table never wrote (another
+    table's): the power ``REGISTER_TABLE`` grants."""
+    assert actions(table, update) == {Action.ALTER, Action.REGISTER_TABLE}
 
 
 def test_assign_uuid_outside_a_create_needs_every_right(table: Table) -> None:

@@ -15,7 +15,9 @@ from pyiceberg.table.metadata import new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.types import LongType, NestedField
 
+from proxy.backing.tables import parse_table_state
 from proxy.pipeline import UnhandledEndpoint, check_owned_handled
+from proxy.resources import Resource
 from tests.support.errors import assert_error_model
 from tests.support.upstream import ALL_ENDPOINTS, Upstream, client_for
 
@@ -251,3 +253,14 @@ def test_an_upper_case_update_action_is_400(tmp_path: Path) -> None:
     with client_for(upstream) as client:
         assert_error_model(client.post(TABLE, json=body), 400)
     assert upstream.seen == []
+
+
+def test_file_io_settings_come_from_the_catalogs_config_never_table_properties(
+        tmp_path: Path) -> None:
+    loaded = loaded_table(tmp_path)
+    metadata = dict(loaded["metadata"])  # type: ignore[call-overload]
+    metadata["properties"] = {"py-io-impl": "tests.nowhere.Evil", "s3.endpoint": "http://evil"}
+    body = json.dumps({**loaded, "metadata": metadata,
+                       "config": {"s3.region": "eu-1", "py-io-impl": "tests.nowhere.Evil"}})
+    state = parse_table_state(Resource("icegov", ("db",), "t"), body.encode())
+    assert state.io.properties == {"s3.region": "eu-1"}
