@@ -23,6 +23,7 @@ The exception tree::
     ├── NotSupported                     501 UnsupportedOperationException
     ├── BackingUnavailable               503 ServiceUnavailableException (safe to retry)
     ├── CommitStateUnknown               502 CommitStateUnknownException (never retry blindly)
+    ├── BackingFailed                    502 BadGatewayException (the backing's 5xx, non-commit)
     └── BackingTimeout                   504 (non-commit: GatewayTimeoutException,
                                               commit: CommitStateUnknownException)
 """
@@ -127,6 +128,14 @@ class CommitStateUnknown(IcebergError):
 
     status = 502
     error_type = "CommitStateUnknownException"
+
+
+class BackingFailed(IcebergError):
+    """The backing catalog answered a (non-commit) request with a server error: its own text,
+    which may describe its internals, stays in icegov's log."""
+
+    status = 502
+    error_type = "BadGatewayException"
 
 
 class BackingTimeout(IcebergError):

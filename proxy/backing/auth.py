@@ -102,13 +102,20 @@ class ClientCredentialsAuth:
         try:
             response = await self._client.post(self._token_url, data=self._form)
         except httpx.TransportError as exc:
-            raise BackingUnavailable(f"backing catalog token endpoint unreachable: {exc}") from exc
+            raise BackingUnavailable(
+                f"backing catalog token endpoint unreachable ({type(exc).__name__})") from exc
         if response.status_code != 200:
             raise BackingUnavailable(
                 f"backing catalog refused icegov's client credentials ({response.status_code})")
-        body = response.json()
-        lifetime = float(body.get("expires_in", DEFAULT_TOKEN_LIFETIME_SECONDS))
-        self._token = str(body["access_token"])
+        try:
+            body = response.json()
+            lifetime = float(body.get("expires_in", DEFAULT_TOKEN_LIFETIME_SECONDS))
+            token = body["access_token"]
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise BackingUnavailable("backing catalog token endpoint answered no token") from exc
+        if not isinstance(token, str) or not token or lifetime != lifetime:
+            raise BackingUnavailable("backing catalog token endpoint answered no token")
+        self._token = token
         self._expires_at = time.monotonic() + max(lifetime - REFRESH_MARGIN_SECONDS, lifetime / 2)
 
 

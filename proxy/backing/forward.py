@@ -12,17 +12,21 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import httpx
+import structlog
 from starlette.background import BackgroundTask
 from starlette.responses import Response, StreamingResponse
 
 from proxy.backing.auth import BackingAuth
 from proxy.errors import (
+    BackingFailed,
     BackingTimeout,
     BackingUnavailable,
     CommitStateUnknown,
     CommitTimeout,
 )
 from proxy.inbound import InboundRequest
+
+log = structlog.get_logger("icegov")
 
 WHOLE_BODY_LIMIT = 1024 * 1024
 HOP_BY_HOP = frozenset({
@@ -53,6 +57,8 @@ class Forwarder:
         """Send the request upstream (with ``body`` in place of the caller's, if given); the
         caller must close the returned (streaming) response."""
         content = inbound.body if body is None else body
+        if inbound.method in _BODILESS:
+            content = b""  # never hand a backing a body the route table does not expect
         request = await self._build(
             inbound.method, inbound.raw_path, inbound.query_string, inbound.headers, content)
         return await self._send(request, commit=inbound.route.endpoint.commit)
@@ -76,6 +82,12 @@ class Forwarder:
         anything larger or of unknown length is streamed.
         """
         response = await self.send(inbound)
+        if response.status_code >= 500:
+            await response.aclose()
+            log.warning("backing.server_error", status=response.status_code,
+                        endpoint=inbound.route.endpoint.name)
+            failure = CommitStateUnknown if inbound.route.endpoint.commit else BackingFailed
+            raise failure(f"the backing catalog failed with {response.status_code}")
         if _relay_whole(response):
             try:
                 body = b"".join([chunk async for chunk in _stream(response)])
@@ -177,6 +189,7 @@ def relayed(upstream: httpx.Response, body: bytes) -> Response:
 
 
 _RECOMPUTED = frozenset({b"content-length", b"content-encoding"})
+_BODILESS = frozenset({"GET", "HEAD", "DELETE"})
 
 
 def _describe(exc: Exception) -> str:

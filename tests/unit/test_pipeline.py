@@ -264,3 +264,21 @@ def test_file_io_settings_come_from_the_catalogs_config_never_table_properties(
                        "config": {"s3.region": "eu-1", "py-io-impl": "tests.nowhere.Evil"}})
     state = parse_table_state(Resource("icegov", ("db",), "t"), body.encode())
     assert state.io.properties == {"s3.region": "eu-1"}
+
+
+def test_a_backing_server_error_outside_commits_reveals_nothing() -> None:
+    answer = httpx.Response(500, json={"error": {
+        "message": "Failed to get file system for path s3://internal-bucket/x", "type": "X",
+        "code": 500}})
+    with client_for(Upstream(lambda _: answer)) as client:
+        response = client.get("/v1/namespaces/db")
+    error = assert_error_model(response, 502, "BadGatewayException")
+    assert "internal-bucket" not in response.text and "500" in error["message"]
+
+
+def test_bodies_on_get_head_and_delete_are_never_forwarded() -> None:
+    upstream = Upstream()
+    with client_for(upstream) as client:
+        client.request("GET", "/v1/namespaces/db", content=b'{"smuggled": true}')
+        client.request("DELETE", "/v1/namespaces/db/tables/t", content=b'{"smuggled": true}')
+    assert [r.content for r in upstream.seen] == [b"", b""]
