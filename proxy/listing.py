@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode
 
 from starlette.responses import Response
 
@@ -36,19 +37,47 @@ class ListingHandlers:
         principal = admission.principal
         if upstream.status_code != 200 or principal is None:
             return relayed(upstream, upstream.content)
-        try:
-            body = json.loads(upstream.content)
-            entries = body[key]
-        except (ValueError, TypeError, KeyError) as exc:
-            raise BackingUnavailable("the backing catalog's listing is unreadable") from exc
-        if not isinstance(entries, list):
-            raise BackingUnavailable("the backing catalog's listing is unreadable")
-        body[key] = [e for e in entries
-                     if self._visible(principal, resource_of(admission.catalog, e))]
+        body = _listing(upstream.content, key)
+        visible = self._visible_entries(principal, admission.catalog, body[key], resource_of)
+        pages = 1
+        while not visible and body.get("next-page-token") and pages < MAX_HIDDEN_PAGES:
+            # a page of nothing but hidden entries would tell that they exist: skip past it
+            query = _with_page_token(inbound.query_string, str(body["next-page-token"]))
+            following = await self._forwarder.fetch(inbound.raw_path, query, inbound.headers)
+            if following.status_code != 200:
+                return relayed(following, following.content)
+            body, pages = _listing(following.content, key), pages + 1
+            visible = self._visible_entries(principal, admission.catalog, body[key], resource_of)
+        body[key] = visible
         return relayed(upstream, json.dumps(body, separators=(",", ":")).encode())
+
+    def _visible_entries(self, principal: Principal, catalog: str, entries: list[Any],
+                         resource_of: Any) -> list[Any]:
+        return [e for e in entries if self._visible(principal, resource_of(catalog, e))]
 
     def _visible(self, principal: Principal, resource: Resource | None) -> bool:
         return resource is not None and self._authorizer.can_see(principal, resource)
+
+
+MAX_HIDDEN_PAGES = 50
+"""Pages of only hidden entries skipped in one listing call before answering an empty page."""
+
+
+def _listing(content: bytes, key: str) -> dict[str, Any]:
+    try:
+        body = json.loads(content)
+        entries = body[key]
+    except (ValueError, TypeError, KeyError) as exc:
+        raise BackingUnavailable("the backing catalog's listing is unreadable") from exc
+    if not isinstance(entries, list):
+        raise BackingUnavailable("the backing catalog's listing is unreadable")
+    return dict(body)
+
+
+def _with_page_token(query: bytes, token: str) -> bytes:
+    pairs = [(k, v) for k, v in parse_qsl(query.decode("latin-1"), keep_blank_values=True)
+             if k != "pageToken"]
+    return urlencode([*pairs, ("pageToken", token)], quote_via=quote).encode("ascii")
 
 
 def _namespace(catalog: str, entry: Any) -> Resource | None:

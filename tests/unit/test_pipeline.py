@@ -19,7 +19,7 @@ from proxy.backing.tables import parse_table_state
 from proxy.pipeline import UnhandledEndpoint, check_owned_handled
 from proxy.resources import Resource
 from tests.support.errors import assert_error_model
-from tests.support.upstream import ALL_ENDPOINTS, Upstream, client_for
+from tests.support.upstream import ALL_ENDPOINTS, Upstream, client_for, icegov_token
 
 TABLE = "/v1/namespaces/db/tables/t"
 
@@ -282,3 +282,22 @@ def test_bodies_on_get_head_and_delete_are_never_forwarded() -> None:
         client.request("GET", "/v1/namespaces/db", content=b'{"smuggled": true}')
         client.request("DELETE", "/v1/namespaces/db/tables/t", content=b'{"smuggled": true}')
     assert [r.content for r in upstream.seen] == [b"", b""]
+
+
+def test_pages_of_only_hidden_entries_are_skipped_not_shown_empty() -> None:
+    pages = {None: ([["secret"], ["vault"]], "p2"), "p2": ([["hr"]], "p3"),
+             "p3": ([["demo"]], "p4"), "p4": ([["x"]], None)}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        token = request.url.params.get("pageToken")
+        entries, following = pages[token]
+        return httpx.Response(200, json={"namespaces": entries, "next-page-token": following})
+
+    upstream = Upstream(answer)
+    with client_for(upstream) as client:
+        analyst = icegov_token(client, "analyst:analyst-secret")
+        response = client.get("/v1/namespaces?pageSize=2",
+                              headers={"authorization": f"Bearer {analyst}"})
+    assert response.json() == {"namespaces": [["demo"]], "next-page-token": "p4"}
+    assert [r.url.params.get("pageToken") for r in upstream.seen] == [None, "p2", "p3"]
+    assert all(r.url.params.get("pageSize") == "2" for r in upstream.seen)
