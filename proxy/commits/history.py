@@ -42,6 +42,7 @@ from pyiceberg.manifest import (
     ManifestEntryStatus,
     ManifestFile,
 )
+from pyiceberg.typedef import Record
 from pyiceberg.types import StructType
 
 from proxy.commits.manifests import ContentFile, Entry, FileKey, canonical
@@ -62,8 +63,8 @@ def kept_manifest_changes(before: Iterable[ManifestFile],
     reasons: list[str] = []
     for manifest in after:
         original = originals.get(manifest.manifest_path)
-        if original is None:
-            continue
+        if original is None or Record.__eq__(original, manifest):
+            continue  # the same values in every field (ManifestFile's own == compares paths only)
         fields = _differing(_LIST_FIELDS, canonical(original), canonical(manifest))
         if fields:
             reasons.append(f"kept manifest {manifest.manifest_path} differs from the parent's "
