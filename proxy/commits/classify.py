@@ -67,6 +67,7 @@ def classify_commit(body: Mapping[str, Any], base: TableMetadata | None, io: Fil
         apply_update(update, scan)
     plan = _plan(scan, _asserted_refs(body))
     reader = ManifestReader(io, table_locations(scan.base, body), limits)
+    reader.claim(s.manifest_list for s in scan.added.values())
     for what, path in scan.referenced_files:
         reader.locations.require(path, what)
     rows = RowVerifier.with_budget(limits.row_bytes_budget)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -120,6 +120,10 @@ class ManifestReader:
     _claimed_lists: set[str] = field(default_factory=set, init=False, repr=False)
     _committed: set[_CacheKey] = field(default_factory=set, init=False, repr=False)
 
+    def claim(self, manifest_lists: Iterable[str]) -> None:
+        """Mark the lists the commit's new snapshots name: never cached, always read afresh."""
+        self._claimed_lists.update(manifest_lists)
+
     def claimed_manifests(self, manifest_list: str) -> tuple[ManifestFile, ...]:
         """The manifests a new snapshot's list names (the list must be under the table)."""
         self.locations.require(manifest_list, "manifest list")
@@ -131,9 +135,13 @@ class ManifestReader:
 
         Unless a new snapshot claims the list, they are the table's committed manifests.
         """
-        manifests = self._listed(manifest_list)
-        if manifest_list not in self._claimed_lists:
-            self._committed.update(_cache_key(m) for m in manifests)
+        if manifest_list in self._claimed_lists:
+            return self._listed(manifest_list)
+        manifests = _COMMITTED_LISTS.get(manifest_list)
+        if manifests is None:
+            manifests = self._listed(manifest_list)
+            _COMMITTED_LISTS.put(manifest_list, manifests)
+        self._committed.update(_cache_key(m) for m in manifests)
         return manifests
 
     def entries(self, manifest: ManifestFile) -> tuple[Entry, ...]:
@@ -234,6 +242,33 @@ class _LiveKeyCache:
 
 
 _LIVE_KEYS = _LiveKeyCache(max_keys=200_000)
+
+
+class _ListCache:
+    """The manifests of committed manifest lists (immutable files), least recently used first
+    out; a list a commit claims is never served from here."""
+
+    def __init__(self, max_lists: int) -> None:
+        self._max = max_lists
+        self._lists: OrderedDict[str, tuple[ManifestFile, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, path: str) -> tuple[ManifestFile, ...] | None:
+        with self._lock:
+            found = self._lists.get(path)
+            if found is not None:
+                self._lists.move_to_end(path)
+            return found
+
+    def put(self, path: str, manifests: tuple[ManifestFile, ...]) -> None:
+        with self._lock:
+            self._lists[path] = manifests
+            self._lists.move_to_end(path)
+            while len(self._lists) > self._max:
+                self._lists.popitem(last=False)
+
+
+_COMMITTED_LISTS = _ListCache(max_lists=256)
 
 
 def _cache_key(manifest: ManifestFile) -> _CacheKey:
