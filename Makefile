@@ -27,6 +27,7 @@ unit:  ## the fast tests only (no Spark, no JDK)
 bench:  ## run the benchmarks and print their tables
 	@bash deploy/setup.sh
 	$(BIN)/python benchmarks/passthrough.py $(ARGS)
+	$(BIN)/python benchmarks/commit.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache warehouse
