@@ -73,6 +73,18 @@ def parse_location(text: str) -> tuple[Location, Location] | None:
     return raw, decoded
 
 
+def canonical_location(text: str) -> str:
+    """One spelling per physical file: ``file:/x``, ``file:////x`` and ``/x`` all become
+    ``file:///x``, percent-escapes decoded. Readers match position deletes to data files by the
+    exact string, so two spellings of one file must be recognised as the same file. A text that
+    is no acceptable location is returned unchanged (confinement refuses it anyway)."""
+    parsed = parse_location(text)
+    if parsed is None:
+        return text
+    decoded = parsed[1]
+    return f"{decoded.scheme}://{decoded.authority}/" + "/".join(decoded.segments)
+
+
 def _split(text: str) -> Location | None:
     match = _SCHEME.match(text)
     scheme, rest = ("file", text) if match is None else (match[1].lower(), match[2])
