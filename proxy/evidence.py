@@ -4,6 +4,7 @@ the change really does, classified from its manifests (``proxy.commits``) within
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from functools import partial
@@ -18,6 +19,7 @@ from proxy.backing.tables import BackingRefused, TableState, parse_table_state, 
 from proxy.commits import check_commit_shape, classify_commit, creates_table
 from proxy.commits.confine import locations_from
 from proxy.commits.limits import CommitLimits
+from proxy.commits.timeline import check_snapshot_times
 from proxy.errors import BackingUnavailable
 from proxy.governance import Action
 from proxy.inbound import InboundRequest
@@ -45,12 +47,14 @@ class ChangeClassifier:
 
     async def _classify(self, inbound: InboundRequest, change: TableChange) -> ClassifiedChange:
         if creates_table(change.body):
+            check_snapshot_times(change.body, None, int(time.time() * 1000))
             intent = await run_in_threadpool(
                 partial(classify_commit, limits=self._limits), change.body, None, _DEFAULT_IO)
             if await self._chooses_location(inbound, change):
                 intent = replace(intent, actions=intent.actions | {Action.REGISTER_TABLE})
             return ClassifiedChange(change.resource, change.body, intent, None)
         base = await self.load(inbound, change)
+        check_snapshot_times(change.body, base.metadata, int(time.time() * 1000))
         intent = await run_in_threadpool(
             partial(classify_commit, limits=self._limits), change.body, base.metadata, base.io)
         return ClassifiedChange(change.resource, change.body, intent, base)

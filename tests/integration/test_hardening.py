@@ -242,3 +242,17 @@ def test_a_stale_unpinned_append_never_drops_a_concurrent_one(
     response = writer.post(path_of(demo_table), json=stale)
     assert response.status_code in (403, 409), response.text
     assert state(admin, demo_table) == landed
+
+
+@pytest.mark.parametrize("stamp", [1, 10**13 * 9])
+def test_a_snapshot_out_of_time_order_is_refused(proxy: RunningProxy, admin: RestCatalog,
+                                                 writer: httpx.Client, demo_table: Table,
+                                                 stamp: int) -> None:
+    """Java readers refuse a snapshot log that goes back in time: one writer must not be able
+    to make a table unloadable for everyone."""
+    before = state(admin, demo_table)
+    body = staged_append(proxy, WRITER, demo_table, [7])
+    snapshot_update(body)["snapshot"]["timestamp-ms"] = stamp
+    error = assert_error_model(writer.post(path_of(demo_table), json=body), 400)
+    assert "out of order" in error["message"]
+    assert state(admin, demo_table) == before
