@@ -19,7 +19,7 @@ each replaces), ``refs`` (ref type and retention changes), ``diff`` (what a snap
 manifests), ``history`` (what a snapshot carries over must be unchanged), ``rules`` (change ->
 action, summary checks), ``manifests`` (reading, within limits), ``confine`` (the table's
 locations), ``shape`` (the cheap checks), ``rows`` / ``rowfiles`` / ``rowkeys`` (row-level
-checks), ``intent`` (result types).
+checks), ``timeline`` (snapshot timestamps in order), ``intent`` (result types).
 
 History: a snapshot that alters a manifest or entry it carries over from its predecessor (a kept
 manifest's sequence number or counts, a re-listed file's bounds), or — while delete files are
