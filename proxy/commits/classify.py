@@ -3,8 +3,8 @@
 1. Every update goes through its classifier (``updates``); unknown actions need every right.
 2. Refs are judged by their net effect. A ref that ends on a snapshot added by this commit is a
    data change, verified against the ref's state before the commit (``snapshots``); creating a
-   ref other than ``main``, starting a ref from an existing snapshot, or changing the ref's type
-   or retention settings on the way (``refs``), is MANAGE_SNAPSHOTS. A
+   ref other than ``main``, starting a ref from an existing snapshot, moving a tag, or changing
+   the ref's type or retention settings on the way (``refs``), is MANAGE_SNAPSHOTS. A
    ref that ends on a snapshot the commit did not add (rollback, fast-forward, retention change)
    or is removed is MANAGE_SNAPSHOTS. A ref removed and then set to a new snapshot in the same
    commit (``CREATE OR REPLACE TABLE ... AS SELECT``) is replaced: its new snapshots are measured
@@ -24,13 +24,14 @@ from typing import Any
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import ManifestFile
 from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.types import StructType
 
 from proxy.commits.confine import table_locations
 from proxy.commits.diff import SnapshotChange, diff_snapshot
 from proxy.commits.intent import CommitEvidence, CommitIntent, FileCounts, UnverifiableCommit
 from proxy.commits.limits import CommitLimits
 from proxy.commits.manifests import ManifestReader
-from proxy.commits.refs import changes_ref_settings
+from proxy.commits.refs import changes_ref_settings, moves_tag
 from proxy.commits.rows import RowVerifier
 from proxy.commits.rules import claim_disagreements, data_action, merge_data_actions
 from proxy.commits.shape import DEFAULT_LIMITS, check_commit_shape
@@ -100,7 +101,8 @@ def _plan(scan: CommitScan, asserted: Mapping[str, int | None]) -> StepPlan:
             scan.actions.add(Action.MANAGE_SNAPSHOTS)
             continue
         targets[ref] = target
-        if (ref != MAIN_BRANCH and ref not in base_refs) or changes_ref_settings(scan, ref):
+        if (ref != MAIN_BRANCH and ref not in base_refs) or changes_ref_settings(scan, ref) \
+                or moves_tag(scan, ref):
             scan.actions.add(Action.MANAGE_SNAPSHOTS)
     predecessors = {ref: None if ref in scan.reset_refs else asserted.get(ref, base_refs.get(ref))
                     for ref in targets}
@@ -118,13 +120,29 @@ def _verify(scan: CommitScan, plan: StepPlan, key: tuple[int, int | None],
     step = plan.steps[key]
     before = _manifests_of(scan, step.before_id, reader)
     snapshot = step.snapshot
-    change = diff_snapshot(reader, snapshot.snapshot_id, snapshot.manifest_list, before)
+    change = diff_snapshot(reader, snapshot.snapshot_id, snapshot.manifest_list, before,
+                           sequence_number=snapshot.sequence_number,
+                           partition_types=partition_types(scan.base))
     if change.rewrites_history:
         return change, data_action(change, snapshot.operation)
     metadata_stable = not scan.actions & {Action.ALTER, Action.CREATE_TABLE}
     checks = rows.snapshot(reader, scan.base, before, snapshot.manifest_list,
                            snapshot.snapshot_id, metadata_stable)
     return change, data_action(change, snapshot.operation, checks)
+
+
+def partition_types(base: TableMetadata | None) -> dict[int, StructType]:
+    """The table's partition type per spec id, bound to its current schema (a spec whose
+    source columns are gone is left out: its bounds are not decoded)."""
+    if base is None:
+        return {}
+    types: dict[int, StructType] = {}
+    for spec in base.partition_specs:
+        try:
+            types[spec.spec_id] = spec.partition_type(base.schema())
+        except Exception:  # a spec the current schema no longer binds
+            continue
+    return types
 
 
 def _history_checked(verified: tuple[SnapshotChange, Action]) -> tuple[SnapshotChange, Action]:

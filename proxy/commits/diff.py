@@ -36,18 +36,20 @@ The rest are ``exposing`` deletes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from pyiceberg.manifest import ManifestContent, ManifestEntryStatus, ManifestFile
+from pyiceberg.types import StructType
 
-from proxy.commits.confine import TableLocations
+from proxy.commits.confine import TableLocations, canonical_location
 from proxy.commits.history import (
     kept_file_relistings,
     kept_manifest_changes,
     relisted_entry_changes,
 )
 from proxy.commits.intent import FileCounts, UnverifiableCommit
+from proxy.commits.listing import fresh_record_changes
 from proxy.commits.manifests import ContentFile, Entry, FileKey, ManifestReader
 
 _Key = FileKey
@@ -96,12 +98,15 @@ def records(files: Iterable[ContentFile]) -> int:
 
 
 def diff_snapshot(reader: ManifestReader, snapshot_id: int, manifest_list: str,
-                  before: tuple[ManifestFile, ...]) -> SnapshotChange:
+                  before: tuple[ManifestFile, ...], *, sequence_number: int = 0,
+                  partition_types: Mapping[int, StructType] | None = None) -> SnapshotChange:
     """Read what snapshot ``snapshot_id`` changes relative to the manifests in ``before``.
 
     The new manifest list, its fresh manifests and the files they introduce must lie under the
     table's locations (checked before anything is read); what it carries over from ``before``
-    must be unchanged (``history``).
+    must be unchanged (``history``), and what its list says of its fresh manifests must be what
+    their entries show (``listing``: ``sequence_number`` is the snapshot's, ``partition_types``
+    the table's partition type per spec id).
     """
     after = reader.claimed_manifests(manifest_list)
     _require_unique(after)
@@ -111,16 +116,20 @@ def diff_snapshot(reader: ManifestReader, snapshot_id: int, manifest_list: str,
     kept = [m for m in before if m.manifest_path in new_paths]
     for manifest in fresh:
         reader.locations.require(manifest.manifest_path, "manifest")
-    fresh_entries = [e for m in fresh for e in reader.entries(m)]
+    fresh_read = [(m, reader.entries(m)) for m in fresh]
+    fresh_entries = [e for _, entries in fresh_read for e in entries]
     dropped = [e for m in before if m.manifest_path not in new_paths for e in reader.entries(m)]
     dropped_live = _live({}, dropped)
     _confine_new_files(reader.locations, fresh_entries, dropped_live)
     history = [*kept_manifest_changes(before, after),
                *relisted_entry_changes(fresh_entries, {e.file.key: e for e in dropped if e.live}),
-               *_kept_files_listed_again(reader, kept, fresh_entries, dropped_live)]
+               *_kept_files_listed_again(reader, kept, fresh_entries, dropped_live),
+               *[reason for m, entries in fresh_read for reason in fresh_record_changes(
+                   m, entries, sequence_number, partition_types or {})]]
     anomalies = [*_foreign_manifests(snapshot_id, fresh),
                  *_status_anomalies(snapshot_id, fresh_entries, dropped_live), *history]
-    return _change(snapshot_id, fresh_entries, dropped_live, kept, anomalies, bool(history))
+    return _change(reader, snapshot_id, fresh_entries, dropped_live, kept, anomalies,
+                   bool(history))
 
 
 def _confine_new_files(locations: TableLocations, fresh: list[Entry],
@@ -156,14 +165,15 @@ def _deletes_live(kept: list[ManifestFile], fresh: list[Entry],
             or any(e.live and not e.file.is_data for e in fresh))
 
 
-def _change(snapshot_id: int, fresh_entries: list[Entry], dropped_live: dict[_Key, ContentFile],
-            kept: list[ManifestFile], anomalies: list[str],
+def _change(reader: ManifestReader, snapshot_id: int, fresh_entries: list[Entry],
+            dropped_live: dict[_Key, ContentFile], kept: list[ManifestFile], anomalies: list[str],
             rewrites_history: bool = False) -> SnapshotChange:
     fresh_live = _live({}, fresh_entries)
     added = tuple(f for k, f in fresh_live.items() if k not in dropped_live)
     removed = tuple(f for k, f in dropped_live.items() if k not in fresh_live)
-    floor = _min_data_sequence(kept, fresh_live.values())
-    exposing = _exposing(removed, added, floor)
+    exposing: tuple[ContentFile, ...] = ()
+    if any(not f.is_data for f in removed):
+        exposing = _exposing(removed, _min_data_sequence(reader, kept, fresh_live.values()))
     return SnapshotChange(snapshot_id, added, removed, exposing, tuple(anomalies),
                           rewrites_history)
 
@@ -205,29 +215,28 @@ def _status_anomalies(snapshot_id: int, fresh: list[Entry],
         ("files silently dropped with their manifest: ", dropped)) if paths]
 
 
-def _min_data_sequence(kept: list[ManifestFile], fresh_live: Iterable[ContentFile]) -> int | None:
-    """The lowest data sequence number of any live data file after the snapshot (None: no data)."""
-    floors = [m.min_sequence_number for m in kept
-              if m.content == ManifestContent.DATA and _has_live_files(m)]
+def _min_data_sequence(reader: ManifestReader, kept: list[ManifestFile],
+                       fresh_live: Iterable[ContentFile]) -> int | None:
+    """The lowest data sequence number of any live data file after the snapshot (None: no
+    data), from the entries of the kept data manifests and the fresh live files; never from a
+    manifest-list record's ``min_sequence_number``, which an earlier writer chose."""
+    floors = [reader.min_live_sequence(m) for m in kept if m.content == ManifestContent.DATA]
     floors += [f.sequence_number or 0 for f in fresh_live if f.is_data]
-    return min(floors, default=None)
+    return min((f for f in floors if f is not None), default=None)
 
 
-def _has_live_files(manifest: ManifestFile) -> bool:
-    return manifest.has_added_files() or manifest.has_existing_files()
-
-
-def _exposing(removed: tuple[ContentFile, ...], added: tuple[ContentFile, ...],
-              floor: int | None) -> tuple[ContentFile, ...]:
+def _exposing(removed: tuple[ContentFile, ...], floor: int | None) -> tuple[ContentFile, ...]:
     """Removed delete files that may re-expose rows: neither expired nor orphaned.
 
-    Whether delete files live after the snapshot (``added`` or kept) still delete the same rows
-    is not judged from manifests (record counts prove nothing): ``rows`` reads them.
+    Whether delete files live after the snapshot (added or kept) still delete the same rows
+    is not judged from manifests (record counts prove nothing): ``rows`` reads them. Data files
+    are matched by physical location (``confine.canonical_location``).
     """
-    gone = {f.path for f in removed if f.is_data}
+    gone = {f.key[1] for f in removed if f.is_data}
     return tuple(f for f in removed if not f.is_data
                  and not _expired(f, floor)
-                 and (f.referenced_data_file is None or f.referenced_data_file not in gone))
+                 and (f.referenced_data_file is None
+                      or canonical_location(f.referenced_data_file) not in gone))
 
 
 def _expired(delete: ContentFile, floor: int | None) -> bool:

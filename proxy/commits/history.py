@@ -16,10 +16,13 @@ rows return, rows vanish from filtered reads). So:
   also keeps its original snapshot id (a DELETED one carries the new snapshot's id, as Java and
   pyiceberg write it, which ``diff`` checks). ``first_row_id`` is compared when the original
   had one written out;
-* an EXISTING entry must have an original (no writer re-lists a file it did not take from a
-  replaced manifest: such an entry invents a history, e.g. an old sequence number), and an ADDED
-  entry must not re-add a file a replaced manifest held (it would get a new sequence number, so
-  the deletes that applied to it stop applying);
+* an EXISTING or DELETED entry must have an original (no writer re-lists a file it did not
+  take from a replaced manifest: an EXISTING one invents a history, e.g. an old sequence
+  number; a DELETED one for a file a kept manifest still holds live, or that was never live,
+  has snapshot expiry delete a live file), an ADDED entry must not re-add a file a replaced
+  manifest held (it would get a new sequence number, so the deletes that applied to it stop
+  applying), and no file is listed twice in the fresh manifests (a DELETED entry beside an
+  EXISTING one for the same file is a removal expiry acts on while the file stays live);
 * a data file a kept manifest still holds live must not be listed live again in a fresh manifest
   (the new listing's sequence number escapes the deletes that apply to the kept one: deleted rows
   return) nor be removed from a replaced manifest (the file stays live, so its removal cannot
@@ -27,7 +30,10 @@ rows return, rows vanish from filtered reads). So:
   are live, since without them a second listing hides no deletion (it is a duplicate, not
   flagged: checking it would read every kept manifest on every append).
 
-Each difference is reported as a reason; ``diff`` marks the snapshot as rewriting history, which
+Files are identified by physical location (``ContentFile.key``, ``confine.canonical_location``):
+``file:/x`` listed beside a live ``file:///x`` is the same file listed again. What the new list
+says of the fresh manifests is checked by ``listing``. Each difference is reported as a
+reason; ``diff`` marks the snapshot as rewriting history, which
 ``classify`` turns into an UPDATE that is never verified.
 """
 
@@ -73,9 +79,15 @@ def kept_manifest_changes(before: Iterable[ManifestFile],
 
 
 def relisted_entry_changes(fresh: Iterable[Entry], originals: Mapping[_Key, Entry]) -> list[str]:
-    """Reasons, one per EXISTING or DELETED entry that differs from its original live entry."""
+    """Reasons, one per fresh entry that invents or alters history: an EXISTING or DELETED entry
+    that differs from (or has no) original live entry, an ADDED one that re-adds a held file,
+    a file listed twice in the fresh manifests."""
     reasons: list[str] = []
+    seen: set[_Key] = set()
     for entry in fresh:
+        if entry.file.key in seen:
+            reasons.append(f"{entry.file.path} is listed more than once in the new manifests")
+        seen.add(entry.file.key)
         original = originals.get(entry.file.key)
         if original is None or entry.status == ManifestEntryStatus.ADDED:
             reasons += _unoriginal(entry, original)
@@ -108,11 +120,14 @@ def kept_file_relistings(fresh: Iterable[Entry], dropped_live: Iterable[ContentF
 
 
 def _unoriginal(entry: Entry, original: Entry | None) -> list[str]:
-    """An ADDED entry for a file the parent held, or an EXISTING one for a file it did not."""
+    """An ADDED entry for a file the parent held, or an EXISTING or DELETED one for a file no
+    replaced manifest held live (a DELETED one would let snapshot expiry delete a file that is
+    still live, or was never the table's)."""
     if entry.status == ManifestEntryStatus.ADDED and original is not None:
         return [f"ADDED entry re-adds {entry.file.path}, which a replaced manifest holds"]
-    if entry.status == ManifestEntryStatus.EXISTING and original is None:
-        return [f"EXISTING entry for {entry.file.path}, which no replaced manifest held"]
+    if entry.status != ManifestEntryStatus.ADDED and original is None:
+        return [f"{entry.status.name} entry for {entry.file.path}, which no replaced manifest "
+                "held live"]
     return []
 
 

@@ -12,8 +12,10 @@ cause (missing, unreadable, not Avro): no OS error text or file content reaches 
 
 ``live_keys`` (which files a manifest holds live) is cached per process for committed manifests
 only: those named by a snapshot of the table (a list read with ``manifests`` that no new
-snapshot of the commit claims), keyed by path, length and content. A committed manifest is
-immutable; a claimed one is the writer's and may change between requests, so it is always read.
+snapshot of the commit claims), keyed by path, length, content and sequence number (which live
+entries inherit). A committed manifest is immutable; a claimed one is the writer's and may
+change between requests, so it is always read. ``min_live_sequence`` (the lowest data sequence
+number a manifest holds live, from its entries) is cached with the keys.
 A cache hit still counts its entries against ``limits.max_entries``: whether a commit is too
 large does not depend on what was read before.
 """
@@ -25,6 +27,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, TypeVar
 
 from pyiceberg.avro.file import AvroFile
@@ -43,13 +46,13 @@ from pyiceberg.manifest import (
 )
 from pyiceberg.typedef import Record
 
-from proxy.commits.confine import TableLocations
+from proxy.commits.confine import TableLocations, canonical_location
 from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.limits import CommitLimits
 
 T = TypeVar("T")
 FileKey = tuple[bool, str, int | None]  # ``ContentFile.key``
-_CacheKey = tuple[str, int, ManifestContent]
+_CacheKey = tuple[str, int, ManifestContent, int]
 
 _DELETE_FILE_PATH_FIELD = 2147483546  # ``file_path`` of a position delete file's rows
 _REFERENCED_DATA_FILE = 17  # positions in the v3 data_file struct
@@ -79,10 +82,12 @@ class ContentFile:
     sequence_number: int | None = None
     referenced_data_file: str | None = None
 
-    @property
+    @cached_property
     def key(self) -> FileKey:
-        """Identity across manifests: data-or-delete, location and (for DVs) offset."""
-        return (self.is_data, self.path, self.offset)
+        """Identity across manifests: data-or-delete, physical location (one spelling per file,
+        ``confine.canonical_location``: ``file:/x`` and ``file:///x`` are one file) and (for
+        DVs) offset."""
+        return (self.is_data, canonical_location(self.path), self.offset)
 
     @property
     def is_data(self) -> bool:
@@ -151,17 +156,28 @@ class ManifestReader:
 
     def live_keys(self, manifest: ManifestFile) -> frozenset[FileKey]:
         """Keys of the files ``manifest`` holds live (cached if it is committed)."""
+        return self._held(manifest).keys
+
+    def min_live_sequence(self, manifest: ManifestFile) -> int | None:
+        """The lowest data sequence number of the files ``manifest`` holds live, from its
+        entries (None: none live); never taken from the manifest-list record, which the writer
+        of any earlier commit chose (cached like ``live_keys``)."""
+        return self._held(manifest).min_sequence
+
+    def _held(self, manifest: ManifestFile) -> _LiveKeys:
         key = _cache_key(manifest)
         committed = key in self._committed
         cached = _LIVE_KEYS.get(key) if committed else None
         if cached is not None:
             self._count(cached.entries)
-            return cached.keys
+            return cached
         entries = self.entries(manifest)
-        held = _LiveKeys(len(entries), frozenset(e.file.key for e in entries if e.live))
+        live = [e for e in entries if e.live]
+        held = _LiveKeys(len(entries), frozenset(e.file.key for e in live),
+                         min((e.file.sequence_number or 0 for e in live), default=None))
         if committed:
             _LIVE_KEYS.put(key, held)
-        return held.keys
+        return held
 
     def _listed(self, manifest_list: str) -> tuple[ManifestFile, ...]:
         return _guarded(f"manifest list {manifest_list!r}",
@@ -209,6 +225,7 @@ class _LiveKeys:
 
     entries: int
     keys: frozenset[FileKey]
+    min_sequence: int | None = None  # lowest data sequence number of a live file
 
 
 class _LiveKeyCache:
@@ -272,7 +289,8 @@ _COMMITTED_LISTS = _ListCache(max_lists=256)
 
 
 def _cache_key(manifest: ManifestFile) -> _CacheKey:
-    return (manifest.manifest_path, manifest.manifest_length, manifest.content)
+    return (manifest.manifest_path, manifest.manifest_length, manifest.content,
+            manifest.sequence_number)
 
 
 def _avro(io: FileIO, path: str, schema: Any, read_types: dict[int, Any],

@@ -11,13 +11,16 @@ The settings are compared with the ref in the base metadata; a ref that does not
 new table's ``main``, a new branch) or that the commit removed first (create or replace) must
 carry the defaults: type ``branch`` and no retention values. Values compare by JSON type and value
 (``true`` is not ``1``).
+
+A tag of the base metadata never moves in a data commit: ``moves_tag`` makes any commit that
+points it at a new snapshot need MANAGE_SNAPSHOTS.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pyiceberg.table.refs import SnapshotRef
+from pyiceberg.table.refs import SnapshotRef, SnapshotRefType
 
 from proxy.commits.updates import CommitScan
 
@@ -39,6 +42,14 @@ def changes_ref_settings(scan: CommitScan, ref: str) -> bool:
     if ref in scan.reset_refs:
         allowed.append(_DEFAULTS)
     return not any(_same(claimed, values) for values in allowed)
+
+
+def moves_tag(scan: CommitScan, ref: str) -> bool:
+    """True if ``ref`` is a tag in the base metadata: a tag pins one snapshot (a release, an
+    audit point), so pointing it anywhere else, even at the commit's new snapshot, or removing
+    and re-creating it, is snapshot management whatever type the commit sends."""
+    current = None if scan.base is None else scan.base.refs.get(ref)
+    return current is not None and current.snapshot_ref_type == SnapshotRefType.TAG
 
 
 def _settings(ref: SnapshotRef) -> tuple[Any, ...]:

@@ -9,6 +9,8 @@ A snapshot is classified by its manifests (``diff.SnapshotChange``), never by it
 * a copy-on-write rewrite (data removed and added, no delete file added or re-exposing) whose
   added rows are all among the removed live rows: DELETE (``rows``);
 * a ``replace`` that is data-equivalent: REWRITE;
+* only delete files removed, none re-exposing rows: DELETE (REWRITE for a data-equivalent
+  ``replace``), never what the summary claims;
 * nothing changed: what the summary claims (append: INSERT, delete: DELETE, replace: REWRITE,
   anything else: UPDATE); an empty change cannot do harm, the claim only names it.
 
@@ -83,14 +85,21 @@ def is_copy_on_write(change: SnapshotChange) -> bool:
 
 
 def shape_action(change: SnapshotChange) -> Action | None:
-    """INSERT / DELETE / UPDATE from the files alone; None when no file changed."""
+    """INSERT / DELETE / UPDATE from the files alone; None when no file changed.
+
+    Removed delete files that re-expose nothing (``diff``: expired, orphaned; or ``rows``) make
+    a change at least a DELETE when no data is added: such a snapshot never passes for what it
+    claims (an "append" removing delete files is no INSERT). Beside added data they can only be
+    expired ones (orphaning one removes data), which apply to no row: Java's merging appends
+    drop them, and the INSERT stands.
+    """
     adds = bool(change.added_data)
     removes = bool(change.removed_data or change.added_deletes)
     if change.exposing_deletes or (adds and removes):
         return Action.UPDATE
     if adds:
         return Action.INSERT
-    return Action.DELETE if removes else None
+    return Action.DELETE if removes or change.removed_deletes else None
 
 
 def is_data_equivalent(change: SnapshotChange) -> bool:

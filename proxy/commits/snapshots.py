@@ -28,6 +28,7 @@ class ClaimedSnapshot:
     parent_id: int | None
     manifest_list: str
     summary: Mapping[str, str] = field(default_factory=dict)
+    sequence_number: int = 0  # absent in v1 (and written only when positive)
 
     @property
     def operation(self) -> str | None:
@@ -73,6 +74,8 @@ def parse_snapshot(raw: Any) -> ClaimedSnapshot:
         parent_id=optional_id(raw.get("parent-snapshot-id"), "add-snapshot parent-snapshot-id"),
         manifest_list=manifest_list,
         summary={str(k): str(v) for k, v in summary.items()},
+        sequence_number=optional_id(raw.get("sequence-number"),
+                                    "add-snapshot sequence-number") or 0,
     )
 
 
