@@ -10,14 +10,23 @@
 * data files as rows projected onto an Iceberg schema by field id, the way pyiceberg reads them.
 
 Every byte read is charged to a ``RowBudget`` first, at the file's real size (not the size the
-manifest claims). Whatever goes wrong becomes ``RowCheckFailed`` with a message of our own (no OS
-error text, no file content), and the caller falls back to the stricter classification.
+manifest claims), and so is what decoding will hold in memory, before anything is decoded: a
+Parquet file's footer is read first, its row count must equal the manifest entry's
+``record_count`` (a small file may hold a hundred million dictionary- or run-length-encoded rows),
+and its uncompressed size plus a cost per value is charged; a deletion vector's cardinality must
+equal its ``record_count`` and is charged before its positions are materialised. Whatever goes
+wrong becomes ``RowCheckFailed`` with a message of our own (no OS error text, no file content),
+and the caller falls back to the stricter classification.
+
+Identity: ``RowFile.key`` is ``manifests.ContentFile.key`` (one spelling per physical file,
+``confine.canonical_location``); ``RowFile.path`` is the location exactly as the manifest lists
+it, which is what readers match position deletes against.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -34,13 +43,18 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Record
 from pyroaring import BitMap64
 
+from proxy.commits.confine import canonical_location
 from proxy.commits.manifests import Entry
 
 T = TypeVar("T")
 
 # positions of fields in ``Entry.record`` (the v3 ``data_file`` struct, in order)
 _FORMAT, _PARTITION, _SIZE, _KEY_METADATA, _EQUALITY_IDS = 2, 3, 5, 12, 14
-_CONTENT_SIZE = 19
+_VALUE_COUNTS, _NULL_COUNTS, _NAN_COUNTS, _LOWER, _UPPER = 7, 8, 9, 10, 11
+_REFERENCED, _CONTENT_SIZE = 17, 19
+PATH_FIELD_ID = 2147483546  # ``file_path`` column of position delete files
+_VALUE_COST = 8  # bytes charged per decoded value (per row and leaf column), beyond page sizes
+_MAX_CHUNKS = 100_000  # row groups x columns of one Parquet footer looked at
 _DV_MAGIC = bytes.fromhex("d1d33964")
 _FIELD_ID = b"PARQUET:field_id"
 
@@ -70,11 +84,17 @@ class RowFile:
     length: int | None = None
     referenced: str | None = None
     encrypted: bool = False
+    referenced_field: str | None = None  # ``referenced_data_file`` as listed (not from bounds)
+    stats: FileStats = field(default_factory=lambda: FileStats())
 
     @property
     def key(self) -> tuple[bool, str, int | None]:
-        """Same identity as ``manifests.ContentFile.key``."""
-        return (self.content == DataFileContent.DATA, self.path, self.offset)
+        """Same identity as ``manifests.ContentFile.key`` (canonical location)."""
+        return (self.content == DataFileContent.DATA, canonical_location(self.path), self.offset)
+
+    @property
+    def is_vector(self) -> bool:
+        return self.positional and self.file_format == FileFormat.PUFFIN
 
     @property
     def positional(self) -> bool:
@@ -94,6 +114,23 @@ class RowFile:
         return data_file
 
 
+@dataclass(frozen=True)
+class FileStats:
+    """The column metrics a manifest entry claims (field id -> value), which readers prune on."""
+
+    value_counts: Mapping[int, Any] = field(default_factory=dict)
+    null_counts: Mapping[int, Any] = field(default_factory=dict)
+    nan_counts: Mapping[int, Any] = field(default_factory=dict)
+    lower: Mapping[int, Any] = field(default_factory=dict)
+    upper: Mapping[int, Any] = field(default_factory=dict)
+
+    @property
+    def field_ids(self) -> set[Any]:
+        """Every field id some metric is claimed for."""
+        return {*self.value_counts, *self.null_counts, *self.nan_counts, *self.lower,
+                *self.upper}
+
+
 def row_file(entry: Entry) -> RowFile:
     """The ``RowFile`` of a manifest entry."""
     record = entry.record
@@ -105,7 +142,9 @@ def row_file(entry: Entry) -> RowFile:
         partition=tuple(record[_PARTITION] or ()),
         equality_ids=tuple(ids) if ids else (), offset=entry.file.offset,
         length=record[_CONTENT_SIZE], referenced=entry.file.referenced_data_file,
-        encrypted=record[_KEY_METADATA] is not None)
+        encrypted=record[_KEY_METADATA] is not None, referenced_field=record[_REFERENCED],
+        stats=FileStats(*(dict(record[i] or ()) for i in (_VALUE_COUNTS, _NULL_COUNTS,
+                                                          _NAN_COUNTS, _LOWER, _UPPER))))
 
 
 def _plain(value: Any) -> Any:
@@ -152,7 +191,10 @@ class ContentReader:
 
     def equality_values(self, delete: RowFile, schema: Schema) -> pa.Table:
         """The rows of an equality delete file, projected onto ``schema`` (its id columns)."""
-        return self._guarded(delete, "equality delete file", lambda: self._scan(delete, schema))
+        def read() -> pa.Table:
+            self._footer(delete, "equality delete file")
+            return self._scan(delete, schema)
+        return self._guarded(delete, "equality delete file", read)
 
     def data_rows(self, data: RowFile, schema: Schema, strict: bool = False) -> pa.Table:
         """The rows of a data file projected onto ``schema`` by field id, in file order.
@@ -161,9 +203,12 @@ class ContentReader:
         invisible now but could surface under another schema).
         """
         def read() -> pa.Table:
-            if strict:
-                self._require_columns_within(data, schema)
-            return self._scan(data, schema)
+            self._footer(data, "data file", schema if strict else None)
+            rows = self._scan(data, schema)
+            if rows.num_rows != data.records:
+                raise RowCheckFailed(f"data file {data.path} yields {rows.num_rows} rows, its "
+                                     f"manifest entry says {data.records}")
+            return rows
         return self._guarded(data, "data file", read)
 
     def _guarded(self, file: RowFile, what: str, read: Callable[[], T]) -> T:
@@ -181,10 +226,38 @@ class ContentReader:
     def _charge_file(self, path: str) -> None:
         self.budget.charge(len(self.io.new_input(path)), path)
 
+    def _footer(self, file: RowFile, what: str, within: Schema | None = None) -> None:
+        """Charge ``file``'s bytes, then check its Parquet footer against its manifest entry and
+        charge what decoding it will hold, before any row is decoded. ``within``: the file may
+        hold no column outside this schema."""
+        self._charge_file(file.path)
+        with self.io.new_input(file.path).open() as stream:
+            parquet = pq.ParquetFile(stream)
+            metadata = parquet.metadata
+            if within is not None:
+                extra = _field_ids(parquet.schema_arrow) - set(within.field_ids)
+                if extra:
+                    raise RowCheckFailed(f"{what} {file.path} holds columns outside the table "
+                                         f"schema (field ids {sorted(extra)})")
+        groups, columns = metadata.num_row_groups, metadata.num_columns
+        if groups * max(columns, 1) > _MAX_CHUNKS:
+            raise RowCheckFailed(f"{what} {file.path} has too many column chunks to check")
+        in_groups = [metadata.row_group(g) for g in range(groups)]
+        if metadata.num_rows != file.records \
+                or sum(g.num_rows for g in in_groups) != file.records:
+            raise RowCheckFailed(f"{what} {file.path} holds {metadata.num_rows} rows, its "
+                                 f"manifest entry says {file.records}")
+        declared = max(sum(g.total_byte_size for g in in_groups),
+                       sum(g.column(c).total_uncompressed_size
+                           for g in in_groups for c in range(columns)))
+        self.budget.charge(max(declared, 0) + file.records * max(columns, 1) * _VALUE_COST,
+                           f"the decoded rows of {file.path}")
+
     def _parquet(self, delete: RowFile) -> dict[str, pa.Array]:
-        self._charge_file(delete.path)
+        self._footer(delete, "position delete file")
         with self.io.new_input(delete.path).open() as stream:
-            table = pq.read_table(stream, columns=["file_path", "pos"])
+            table = pq.read_table(stream, columns=["file_path", "pos"],
+                                  read_dictionary=["file_path"])
         grouped = table.group_by("file_path").aggregate([("pos", "list")])
         lists = grouped.column("pos_list").combine_chunks()
         return {path: pc.list_flatten(lists[i:i + 1]).cast(pa.int64())
@@ -199,23 +272,15 @@ class ContentReader:
         with self.io.new_input(delete.path).open() as stream:
             stream.seek(delete.offset)
             blob = stream.read(delete.length)
-        return {delete.referenced: _vector_positions(blob, delete.path)}
+        return {delete.referenced: _vector_positions(blob, delete.path, delete.records,
+                                                     self.budget)}
 
     def _scan(self, file: RowFile, schema: Schema) -> pa.Table:
-        self._charge_file(file.path)
         scan = ArrowScan(self.metadata, self.io, schema, AlwaysTrue())
         return scan.to_table([FileScanTask(file.data_file())])
 
-    def _require_columns_within(self, data: RowFile, schema: Schema) -> None:
-        with self.io.new_input(data.path).open() as stream:
-            found = _field_ids(pq.ParquetFile(stream).schema_arrow)
-        extra = found - set(schema.field_ids)
-        if extra:
-            raise RowCheckFailed(f"data file {data.path} holds columns outside the table "
-                                 f"schema (field ids {sorted(extra)})")
 
-
-def _vector_positions(blob: bytes, path: str) -> pa.Array:
+def _vector_positions(blob: bytes, path: str, records: int, budget: RowBudget) -> pa.Array:
     """Positions of a ``deletion-vector-v1`` blob: length, magic, 64-bit roaring bitmap, CRC."""
     length = int.from_bytes(blob[:4], "big")
     body = blob[4:4 + length]
@@ -224,6 +289,10 @@ def _vector_positions(blob: bytes, path: str) -> pa.Array:
     if not valid:
         raise RowCheckFailed(f"deletion vector in {path} is malformed")
     bitmap = BitMap64.deserialize(body[4:])
+    if len(bitmap) != records:
+        raise RowCheckFailed(f"deletion vector in {path} holds {len(bitmap)} positions, its "
+                             f"manifest entry says {records}")
+    budget.charge(len(bitmap) * _VALUE_COST, f"the positions of {path}")
     return pa.array(bitmap.to_array(), pa.uint64()).cast(pa.int64())
 
 

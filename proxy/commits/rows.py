@@ -6,21 +6,30 @@ Two shapes need the rows themselves (``rules`` asks, through ``SnapshotRows``):
 data file). Removing one is a DELETE only if every row it deleted stays deleted:
 
 * a deleted position ``(file, pos)`` (position delete file or deletion vector) stays deleted when
-  ``file`` is removed by the same snapshot, or a position delete / DV live after the snapshot
-  (added by it, or kept), at least as new as the removed one and scoped to ``file`` or to no one
-  file, deletes the same position, or ``file`` was not live before the snapshot (a dangling
-  delete: there is nothing to expose);
+  every data file live before the snapshot at that location (compared canonically, so a
+  spelling the readers would not match still counts) is removed by the same snapshot, or has
+  ``pos`` deleted by a position delete / DV live after the snapshot (added by it, or kept) that
+  the readers really apply to it (``rowscope.applies``: sequence number, partition or
+  pinning, ``file_path`` bounds, ``referenced_data_file``, the exact location string, a DV's
+  precedence); with no such data file the delete was dangling and exposes nothing;
 * deleted values (equality delete) stay deleted when an equality delete live after the snapshot,
-  on the same ``equality_ids``, at least as new, and scoped to the same partition (or global),
-  deletes every one of them.
+  on the same ``equality_ids``, at least as new (so newer than every data file the removed one
+  applied to), scoped to the same partition (or global), with metrics that describe its content
+  (Java skips an equality delete by its bounds and null counts: ``rowstats``), deletes every
+  one of them.
 
 **Copy-on-write rewrites** (data files removed and added, no delete files added, none exposing):
 a DELETE when every added row is one of the removed files' *live* rows, as a multiset (``rowkeys``),
 otherwise UPDATE. Live rows are a removed file's rows minus those that delete files live before
-the snapshot delete (positions, DVs, equality values in its partition): re-adding a row a delete
-file had removed re-exposes it. Rows are compared in the table's current schema, by field id; an
-added file may hold no column outside it. A commit that also changes table metadata is not
-compared (its schema after the commit is not the one read here): UPDATE.
+the snapshot may delete (``rowscope.may_apply``: positions, DVs, equality values in its
+partition): re-adding a row a delete file had removed re-exposes it. Rows are compared in the
+table's current schema, by field id; an added file may hold no column outside it. What readers
+take from a manifest entry instead of the file must match the file (``rowstats``): every data
+file compared must be in a known spec with the partition its rows transform to (Java fills
+identity columns from it), and an added file's ``record_count`` and metrics (counts, bounds:
+readers prune on them) must describe its rows. Counts are compared before any row is read. A
+commit that also changes table metadata is not compared (its schema after the commit is not
+the one read here): UPDATE.
 
 Reads go through the table's FileIO, within the commit's ``row_bytes_budget`` (``rowfiles``).
 When a check cannot be completed (budget, unreadable or unsupported file), the stricter
@@ -39,10 +48,13 @@ from pyiceberg.manifest import ManifestContent, ManifestFile
 from pyiceberg.schema import Schema
 from pyiceberg.table.metadata import TableMetadata
 
+from proxy.commits.confine import canonical_location
 from proxy.commits.diff import SnapshotChange
 from proxy.commits.manifests import ContentFile, ManifestReader
 from proxy.commits.rowfiles import ContentReader, RowBudget, RowCheckFailed, RowFile, row_file
 from proxy.commits.rowkeys import RowKeyError, is_sub_multiset, rows_deleted_by
+from proxy.commits.rowscope import applies, may_apply, same_partition, unpartitioned
+from proxy.commits.rowstats import metrics_problem, partition_problem
 
 _Key = tuple[bool, str, int | None]
 
@@ -84,14 +96,14 @@ class SnapshotRows:
     schema_stable: bool
     _after: tuple[ManifestFile, ...] | None = None
     _entries: dict[str, list[RowFile]] = field(default_factory=dict)
-    _data_paths: set[str] | None = None
+    _data_before: dict[str, list[RowFile]] | None = None
 
     def still_exposing(self, change: SnapshotChange) -> tuple[ContentFile, ...]:
         """The removed delete files of ``change.exposing_deletes`` whose rows come back."""
         try:
             removed = _keyed(self._live(self._dropped(ManifestContent.DELETES)))
             after = self._deletes_after(change)
-            gone = {f.path for f in change.removed_data}
+            gone = {f.key for f in change.removed_data}
             exposing = tuple(d for d in change.exposing_deletes
                              if not self._stays_deleted(_find(removed, d), after, gone))
         except (RowCheckFailed, RowKeyError) as failed:
@@ -122,12 +134,19 @@ class SnapshotRows:
 
     def _compare(self, removed: list[RowFile], added: list[RowFile],
                  deletes: list[RowFile]) -> bool:
-        applying = {r.path: [d for d in deletes if self._may_apply(d, r)] for r in removed}
+        claimed_added, claimed_removed = (sum(f.records for f in fs) for fs in (added, removed))
+        if claimed_added > claimed_removed:
+            self._note(f"copy-on-write: {claimed_added} added rows cannot all be among the "
+                       f"{claimed_removed} rows of {len(removed)} removed data files: UPDATE")
+            return False
+        applying = {r.key: [d for d in deletes if may_apply(d, r, self.metadata)]
+                    for r in removed}
         self._reserve([*removed, *added, *{d.key: d for ds in applying.values()
                                            for d in ds}.values()])
         schema = self.metadata.schema()
-        added_rows = [self.content.data_rows(f, schema, strict=True) for f in added]
-        live_rows = [self._live_rows(r, applying[r.path], schema) for r in removed]
+        added_rows = [self._described(f, self.content.data_rows(f, schema, strict=True), True)
+                      for f in added]
+        live_rows = [self._live_rows(r, applying[r.key], schema) for r in removed]
         subset = is_sub_multiset(added_rows, live_rows)
         count_added = sum(t.num_rows for t in added_rows)
         count_live = sum(t.num_rows for t in live_rows)
@@ -136,13 +155,27 @@ class SnapshotRows:
                    f"of {len(removed)} removed data files: {'DELETE' if subset else 'UPDATE'}")
         return subset
 
+    def _described(self, data: RowFile, rows: pa.Table, added: bool) -> pa.Table:
+        """``rows`` of ``data``, if its manifest entry describes them (partition always, metrics
+        for an added file); otherwise the check fails."""
+        schema = self.metadata.schema()
+        problem = partition_problem(self.metadata.specs().get(data.spec_id), schema,
+                                    data.partition, rows)
+        if problem is None and added:
+            problem = metrics_problem(data.stats, schema, rows)
+        if problem is not None:
+            raise RowCheckFailed(f"the manifest entry of data file {data.path} does not "
+                                 f"describe its rows: {problem}")
+        return rows
+
     def _live_rows(self, data: RowFile, deletes: list[RowFile], schema: Schema) -> pa.Table:
-        rows = self.content.data_rows(data, schema)
+        rows = self._described(data, self.content.data_rows(data, schema), False)
+        location = canonical_location(data.path)
         dead: list[pa.Array] = []
         for delete in deletes:
-            if delete.positional:
-                positions = self.content.positions(delete).get(data.path)
-                dead += [] if positions is None else [positions]
+            if delete.positional:  # every spelling of the file: over-applying is stricter
+                dead += [positions for path, positions in self.content.positions(delete).items()
+                         if canonical_location(path) == location]
             else:
                 id_schema = self._id_schema(delete.equality_ids)
                 values = self.content.equality_values(delete, id_schema)
@@ -152,35 +185,34 @@ class SnapshotRows:
         everything = pa.array(range(rows.num_rows), pa.int64())
         return rows.filter(pc.invert(pc.is_in(everything, value_set=pa.concat_arrays(dead))))
 
-    def _may_apply(self, delete: RowFile, data: RowFile) -> bool:
-        """Could ``delete`` (live before the snapshot) delete rows of ``data``? Over-applying
-        only makes the comparison stricter."""
-        if delete.positional:
-            return delete.referenced == data.path or (
-                delete.referenced is None and self._same_scope(delete, data))
-        return delete.equality and delete.sequence > data.sequence \
-            and self._same_scope(delete, data)
-
     def _stays_deleted(self, gone: RowFile, after: Mapping[_Key, RowFile],
-                       gone_data: set[str]) -> bool:
+                       gone_data: set[_Key]) -> bool:
         if gone.positional:
-            return all(path in gone_data or self._positions_covered(gone, path, positions, after)
-                       or path not in self._data_paths_before()
+            return all(self._positions_stay_deleted(path, positions, after, gone_data)
                        for path, positions in self.content.positions(gone).items())
         if gone.equality:
             return self._values_covered(gone, after)
         return False
 
-    def _positions_covered(self, gone: RowFile, path: str, positions: pa.Array,
+    def _positions_stay_deleted(self, path: str, positions: pa.Array,
+                                after: Mapping[_Key, RowFile], gone_data: set[_Key]) -> bool:
+        """Every data file live before at ``path`` (any spelling) is removed, or has these
+        positions deleted by delete files the readers apply to it after the snapshot."""
+        targets = self._data_files_before().get(canonical_location(path), [])
+        return all(data.key in gone_data or self._positions_covered(data, positions, after)
+                   for data in targets)
+
+    def _positions_covered(self, data: RowFile, positions: pa.Array,
                            after: Mapping[_Key, RowFile]) -> bool:
-        covering = sorted((f for f in after.values() if f.positional
-                           and f.sequence >= gone.sequence and f.referenced in (None, path)),
+        vectors = [f for f in after.values() if f.is_vector and f.referenced_field == data.path]
+        candidates = vectors or [f for f in after.values() if f.positional]  # Java: a DV wins
+        covering = sorted((f for f in candidates if applies(f, data)),
                           key=lambda f: (f.referenced is None, -f.sequence))
         remaining = positions
         for delete in covering:
             if len(remaining) == 0:
                 break
-            deleted = self.content.positions(delete).get(path)
+            deleted = self.content.positions(delete).get(data.path)  # the exact location
             if deleted is not None:
                 remaining = remaining.filter(pc.invert(pc.is_in(remaining, value_set=deleted)))
         return len(remaining) == 0
@@ -195,23 +227,18 @@ class SnapshotRows:
         for delete in covering:
             if remaining.num_rows == 0:
                 break
-            matched = rows_deleted_by(remaining, names, self.content.equality_values(
-                delete, id_schema))
+            values = self.content.equality_values(delete, id_schema)
+            problem = metrics_problem(delete.stats, id_schema, values, delete.equality_ids)
+            if problem is not None:
+                self._note(f"equality delete file {delete.path} covers nothing: {problem}")
+                continue
+            matched = rows_deleted_by(remaining, names, values)
             everything = pa.array(range(remaining.num_rows), pa.int64())
             remaining = remaining.filter(pc.invert(pc.is_in(everything, value_set=matched)))
         return bool(remaining.num_rows == 0)
 
-    def _same_scope(self, delete: RowFile, data: RowFile) -> bool:
-        return self._unpartitioned(delete.spec_id) or (
-            delete.spec_id == data.spec_id and delete.partition == data.partition)
-
     def _covers_scope(self, covering: RowFile, gone: RowFile) -> bool:
-        return self._unpartitioned(covering.spec_id) or (
-            covering.spec_id == gone.spec_id and covering.partition == gone.partition)
-
-    def _unpartitioned(self, spec_id: int) -> bool:
-        spec = self.metadata.specs().get(spec_id)
-        return spec is not None and spec.is_unpartitioned()
+        return unpartitioned(covering, self.metadata) or same_partition(covering, gone)
 
     def _id_schema(self, ids: Iterable[int]) -> Schema:
         """Top-level columns of the current schema with these field ids, in id order."""
@@ -237,12 +264,13 @@ class SnapshotRows:
                  .items() if k in added}
         return {**{k: f for k, f in before.items() if k not in removed}, **fresh}
 
-    def _data_paths_before(self) -> set[str]:
-        """Paths of the data files live before the snapshot (read only when needed)."""
-        if self._data_paths is None:
-            self._data_paths = {f.path for f in self._live(self._of(self.before,
-                                                                     ManifestContent.DATA))}
-        return self._data_paths
+    def _data_files_before(self) -> dict[str, list[RowFile]]:
+        """The data files live before the snapshot by canonical location (read when needed)."""
+        if self._data_before is None:
+            self._data_before = {}
+            for data in self._live(self._of(self.before, ManifestContent.DATA)):
+                self._data_before.setdefault(canonical_location(data.path), []).append(data)
+        return self._data_before
 
     def _live(self, manifests: Iterable[ManifestFile]) -> list[RowFile]:
         """Live files of ``manifests`` (each manifest read once per snapshot)."""
