@@ -4,7 +4,8 @@
 manifests, manifest lists and content files under the table's own location, as confinement
 requires. Content files are real: Parquet data files with Iceberg field ids, Parquet position
 and equality delete files, and Puffin deletion vectors (``deletion-vector-v1``), each returned
-as the ``DataFile`` a manifest entry lists.
+as the ``DataFile`` a manifest entry lists; what the entry claims (partition, counts, bounds,
+``file_path`` bounds of position deletes) can be chosen, to craft entries that lie.
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from pyiceberg.manifest import (
     ManifestEntry,
     ManifestEntryStatus,
     ManifestFile,
+    ManifestWriterV2,
 )
-from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
+from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.typedef import Record
 from pyroaring import BitMap64
@@ -53,12 +56,13 @@ class RowTable:
     crafter: Crafter
 
     @classmethod
-    def create(cls, folder: Path, schema: pa.Schema, appends: list[pa.Table],
-               format_version: int = 2) -> RowTable:
+    def create(cls, folder: Path, schema: pa.Schema | Schema, appends: list[pa.Table],
+               format_version: int = 2,
+               partition_spec: PartitionSpec = UNPARTITIONED_PARTITION_SPEC) -> RowTable:
         """Table ``db.t`` with ``schema``, one pyiceberg append per table in ``appends``."""
         catalog = SqlCatalog("rows", uri=f"sqlite:///{folder}/c.db", warehouse=folder.as_uri())
         catalog.create_namespace("db")
-        table = catalog.create_table("db.t", schema,
+        table = catalog.create_table("db.t", schema, partition_spec=partition_spec,
                                      properties={"format-version": str(format_version)})
         for rows in appends:
             table.append(rows)
@@ -80,32 +84,42 @@ class RowTable:
     def path(self, name: str) -> str:
         return f"{self.table.location()}/data/{name}-{uuid.uuid4().hex[:8]}"
 
-    def write_data(self, name: str, rows: pa.Table) -> DataFile:
-        """A Parquet data file of ``rows`` in the table's schema (field ids included)."""
+    def write_data(self, name: str, rows: pa.Table, **claims: Any) -> DataFile:
+        """A Parquet data file of ``rows`` in the table's schema (field ids included);
+        ``claims``: ``DataFile`` fields its entry states (partition, record_count, bounds...)."""
         arrow_schema = schema_to_pyarrow(self.table.schema())
         return self._parquet(f"{self.path(name)}.parquet", rows.cast(arrow_schema),
-                             DataFileContent.DATA)
+                             DataFileContent.DATA, **claims)
 
     def write_positions(self, name: str, deleted: list[tuple[str, int]],
-                        scoped: str | None = None) -> DataFile:
-        """A position delete file; file-scoped (path bounds) if ``scoped`` names a data file."""
+                        scoped: str | None = None,
+                        path_bounds: tuple[str, str] | None = None, **claims: Any) -> DataFile:
+        """A position delete file; file-scoped (equal path bounds) if ``scoped`` names a data
+        file, or with ``path_bounds`` (lower, upper) as its ``file_path`` bounds."""
         rows = pa.table({"file_path": [p for p, _ in deleted], "pos": [i for _, i in deleted]},
                         schema=_POSITION_SCHEMA)
-        bounds = {_FILE_PATH_ID: scoped.encode()} if scoped else None
+        lower, upper = path_bounds or (scoped, scoped)
         return self._parquet(f"{self.path(name)}.parquet", rows,
-                             DataFileContent.POSITION_DELETES, lower_bounds=bounds,
-                             upper_bounds=bounds)
+                             DataFileContent.POSITION_DELETES,
+                             lower_bounds={_FILE_PATH_ID: lower.encode()} if lower else None,
+                             upper_bounds={_FILE_PATH_ID: upper.encode()} if upper else None,
+                             **claims)
 
-    def write_equality(self, name: str, rows: pa.Table, ids: list[int]) -> DataFile:
+    def write_equality(self, name: str, rows: pa.Table, ids: list[int],
+                       **claims: Any) -> DataFile:
         """An equality delete file of ``rows`` (columns of the table schema with ``ids``)."""
         schema = schema_to_pyarrow(self.table.schema().select(*rows.column_names))
         return self._parquet(f"{self.path(name)}.parquet", rows.cast(schema),
-                             DataFileContent.EQUALITY_DELETES, equality_ids=ids)
+                             DataFileContent.EQUALITY_DELETES, equality_ids=ids, **claims)
 
-    def write_vector(self, name: str, target: str, positions: list[int]) -> DataFile:
-        """A Puffin file holding one deletion vector for ``target``, as a v3 DataFile."""
-        bitmap = BitMap64(positions).serialize()
-        body = bytes.fromhex("d1d33964") + bitmap
+    def write_vector(self, name: str, target: str, positions: list[int] | range,
+                     record_count: int | None = None) -> DataFile:
+        """A Puffin file holding one deletion vector for ``target``, as a v3 DataFile whose
+        ``record_count`` is the cardinality unless given."""
+        bitmap = BitMap64(positions)
+        bitmap.run_optimize()
+        serialized = bitmap.serialize()
+        body = bytes.fromhex("d1d33964") + serialized
         blob = len(body).to_bytes(4, "big") + body + zlib.crc32(body).to_bytes(4, "big")
         offset = 4
         footer = json.dumps({"blobs": [{
@@ -120,7 +134,8 @@ class RowTable:
             out.write(content)
         return DataFile.from_args(
             _table_format_version=3, content=DataFileContent.POSITION_DELETES, file_path=path,
-            file_format=FileFormat.PUFFIN, partition=Record(), record_count=len(positions),
+            file_format=FileFormat.PUFFIN, partition=Record(),
+            record_count=len(positions) if record_count is None else record_count,
             file_size_in_bytes=len(content), referenced_data_file=target,
             content_offset=offset, content_size_in_bytes=len(blob))
 
@@ -129,13 +144,30 @@ class RowTable:
         with self.table.io.new_output(path).create() as out:
             pq.write_table(rows, out)
         size = len(self.table.io.new_input(path))
+        claims: dict[str, Any] = {"partition": Record(), "record_count": rows.num_rows, **fields}
         return DataFile.from_args(content=content, file_path=path,
-                                  file_format=FileFormat.PARQUET, partition=Record(),
-                                  record_count=rows.num_rows, file_size_in_bytes=size, **fields)
+                                  file_format=FileFormat.PARQUET, file_size_in_bytes=size,
+                                  **claims)
 
     def manifests(self, content: ManifestContent) -> list[ManifestFile]:
         """The current snapshot's manifests of one content."""
         return [m for m in self.crafter.parent_manifests() if m.content == content]
+
+
+def spec_manifest(crafter: Crafter, snapshot_id: int, entries: list[tuple[Any, DataFile, int]],
+                  spec: PartitionSpec, deletes: bool = False) -> ManifestFile:
+    """A v2 manifest of (status, file, data sequence number) entries written with ``spec``
+    (its partition values and spec id), under the table."""
+    out = crafter.table.io.new_output(str(crafter.folder / f"m-{uuid.uuid4()}.avro"))
+    writer_class = DeleteManifestWriter if deletes else ManifestWriterV2
+    with writer_class(spec, crafter.table.schema(), out, snapshot_id, "null") as writer:
+        for status, file, sequence in entries:
+            added = status == ManifestEntryStatus.ADDED
+            writer.add_entry(ManifestEntry.from_args(
+                status=status, snapshot_id=snapshot_id,
+                sequence_number=None if added else sequence,
+                file_sequence_number=None if added else sequence, data_file=file))
+    return writer.to_manifest_file()
 
 
 class V3DeleteManifestWriter(DeleteManifestWriter):

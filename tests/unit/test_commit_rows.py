@@ -1,8 +1,9 @@
 """Row-level classification: removed delete files and copy-on-write rewrites, read row by row.
 
 The base is a real table ``db.t (id long, name string, score double)`` with one data file ``f1``
-holding three rows (one with a NaN score, one with nulls). Crafted commits write real Parquet
-and Puffin files under the table's location (``tests.support.row_files``).
+holding three rows (one with a NaN score, one with nulls); some tests use a table partitioned by
+identity ``p`` instead. Crafted commits write real Parquet and Puffin files under the table's
+location (``tests.support.row_files``), some with manifest entries that lie about them.
 """
 
 from __future__ import annotations
@@ -14,14 +15,27 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from pyiceberg.io.pyarrow import schema_to_pyarrow
-from pyiceberg.manifest import DataFile, ManifestContent, ManifestEntryStatus
+from pyiceberg.conversions import to_bytes
+from pyiceberg.io.pyarrow import parquet_file_to_data_file, schema_to_pyarrow
+from pyiceberg.manifest import DataFile, ManifestContent, ManifestEntryStatus, ManifestFile
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import (
+    BucketTransform,
+    DayTransform,
+    IdentityTransform,
+    TruncateTransform,
+    VoidTransform,
+)
+from pyiceberg.typedef import Record
+from pyiceberg.types import DoubleType, LongType, NestedField, StringType, TimestampType
 
 from proxy.commits import CommitIntent, classify_commit
 from proxy.commits.limits import CommitLimits
 from proxy.commits.rowkeys import is_sub_multiset, rows_deleted_by
+from proxy.commits.rowstats import partition_problem
 from proxy.governance import Action
-from tests.support.row_files import RowTable, v3_delete_manifest
+from tests.support.row_files import RowTable, spec_manifest, v3_delete_manifest
 
 ADDED, EXISTING, DELETED = ManifestEntryStatus.ADDED, ManifestEntryStatus.EXISTING, \
     ManifestEntryStatus.DELETED
@@ -75,11 +89,13 @@ def swap_deletes(rt: RowTable, old: list[tuple[DataFile, int]], new: list[DataFi
 
 
 def rewrite(rt: RowTable, rows: pa.Table, extra_deleted: list[tuple[DataFile, int]] = (),
-            operation: str = "overwrite", limits: CommitLimits | None = None) -> CommitIntent:
-    """Classify a copy-on-write snapshot replacing ``f1`` with a file of ``rows``."""
+            operation: str = "overwrite", limits: CommitLimits | None = None,
+            **claims: Any) -> CommitIntent:
+    """Classify a copy-on-write snapshot replacing ``f1`` with a file of ``rows`` (its entry
+    stating ``claims``)."""
     data, sequence = f1(rt)
     sid = next(_ids)
-    new = rt.write_data("cow", rows)
+    new = rt.write_data("cow", rows, **claims)
     manifest = rt.crafter.manifest(sid, [(DELETED, data, sequence), (ADDED, new, 0)])
     manifests = [manifest]
     if extra_deleted:
@@ -265,3 +281,236 @@ def test_equality_delete_values_match_nulls() -> None:
     values = pa.table({"id": [None, 2], "name": ["c", None]})
     deleted = rows_deleted_by(rows, ["id", "name"], values)
     assert sorted(deleted.to_pylist()) == [1, 2]
+
+
+# what a manifest entry claims must describe its file -----------------------------------------
+
+PARTED = pa.schema([pa.field("id", pa.int64(), False), ("p", pa.int64()), ("name", pa.string())])
+BY_P = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(),
+                                    name="p"))
+
+
+@pytest.fixture()
+def parted(tmp_path: Path) -> RowTable:
+    """``db.t`` partitioned by identity(p): p=1 holds ids 1, 2, 3; p=2 holds id 4."""
+    schema = Schema(NestedField(1, "id", LongType(), required=True),
+                    NestedField(2, "p", LongType()), NestedField(3, "name", StringType()))
+    return RowTable.create(tmp_path, schema, [
+        pa.table({"id": [1, 2, 3], "p": [1, 1, 1], "name": ["a", "b", "c"]}, schema=PARTED),
+        pa.table({"id": [4], "p": [2], "name": ["d"]}, schema=PARTED)], partition_spec=BY_P)
+
+
+def in_partition(rt: RowTable, p: int) -> tuple[DataFile, int]:
+    [found] = [(d, s) for d, s in rt.data_files() if d.partition == Record(p)]
+    return found
+
+
+def other_manifests(rt: RowTable, data: DataFile) -> list[ManifestFile]:
+    """The current manifests, but the one holding ``data``."""
+    return [m for m in rt.crafter.parent_manifests()
+            if all(e.data_file.file_path != data.file_path
+                   for e in m.fetch_manifest_entry(rt.table.io))]
+
+
+def rewrite_p1(rt: RowTable, rows: pa.Table, spec: PartitionSpec = BY_P,
+               **claims: Any) -> CommitIntent:
+    """Classify a copy-on-write snapshot replacing the p=1 file with a file of ``rows``."""
+    data, sequence = in_partition(rt, 1)
+    sid = next(_ids)
+    new = rt.write_data("cow", rows, **{"partition": Record(1), **claims})
+    removal = spec_manifest(rt.crafter, sid, [(DELETED, data, sequence)], BY_P)
+    addition = spec_manifest(rt.crafter, sid, [(ADDED, new, 0)], spec)
+    return commit(rt, sid, [removal, addition, *other_manifests(rt, data)], "overwrite")
+
+
+def test_copy_on_write_must_keep_the_partition_of_its_rows(parted: RowTable) -> None:
+    kept = pa.table({"id": [1, 3], "p": [1, 1], "name": ["a", "c"]}, schema=PARTED)
+    moved = rewrite_p1(parted, kept, partition=Record(2))  # Java would read p=2 for both rows
+    assert moved.actions == {Action.UPDATE}, checks(moved)
+    assert "does not describe its rows: partition field p is not identity" in checks(moved)
+    assert rewrite_p1(parted, kept).actions == {Action.DELETE}, "the honest rewrite"
+    unknown = rewrite_p1(parted, kept, spec=PartitionSpec(*BY_P.fields, spec_id=7))
+    assert unknown.actions == {Action.UPDATE}
+    assert "partition spec is not one of the table's" in checks(unknown)
+    mixed = pa.table({"id": [1, 4], "p": [1, 2], "name": ["a", "d"]}, schema=PARTED)
+    assert "is not identity" in checks(rewrite_p1(parted, mixed))
+
+
+def long_bound(value: int) -> bytes:
+    return to_bytes(LongType(), value)
+
+
+@pytest.mark.parametrize(("claims", "why"), [
+    ({"lower_bounds": {1: long_bound(100)}}, "lower bound above"),  # filtered reads skip it
+    ({"upper_bounds": {1: long_bound(2)}}, "upper bound below"),
+    ({"null_value_counts": {2: 0}}, "null count 0, the file holds 1"),  # IS NULL skips it
+    ({"value_counts": {1: 5}}, "value count 5"),
+    ({"nan_value_counts": {3: 0}}, "NaN count 0, the file holds 1"),
+    ({"lower_bounds": {99: long_bound(1)}}, "field id 99, which is not in the schema"),
+    ({"record_count": 1}, "holds 2 rows, its manifest entry says 1"),
+])
+def test_copy_on_write_entry_must_describe_the_added_rows(rt: RowTable, claims: dict[str, Any],
+                                                          why: str) -> None:
+    kept = ROWS.slice(1)  # ids 2, 3: names "b" and null, scores NaN and null
+    intent = rewrite(rt, kept, **claims)
+    assert intent.actions == {Action.UPDATE}, checks(intent)
+    assert why in checks(intent)
+
+
+def test_copy_on_write_with_honest_metrics_is_a_delete(rt: RowTable) -> None:
+    kept = ROWS.slice(1)
+    honest = {"lower_bounds": {1: long_bound(2), 2: b"b"}, "upper_bounds": {1: long_bound(3)},
+              "null_value_counts": {1: 0, 2: 1, 3: 1}, "value_counts": {1: 2, 2: 2, 3: 2},
+              "nan_value_counts": {3: 1}}
+    intent = rewrite(rt, kept, **honest)
+    assert intent.actions == {Action.DELETE}, checks(intent)
+    new = rt.write_data("stats", kept)  # pyiceberg's own metrics for a file it did not write
+    measured = parquet_file_to_data_file(rt.table.io, rt.table.metadata, new.file_path)
+    assert measured.lower_bounds, "pyiceberg measured bounds"
+    intent = rewrite(rt, kept, **{k: getattr(measured, k) for k in (
+        "lower_bounds", "upper_bounds", "null_value_counts", "value_counts",
+        "nan_value_counts")})
+    assert intent.actions == {Action.DELETE}, checks(intent)
+
+
+def test_a_tiny_file_of_many_rows_is_refused_before_its_rows_are_read(rt: RowTable) -> None:
+    many = pa.table({"id": [2] * 200_000, "name": ["b"] * 200_000,
+                     "score": [math.nan] * 200_000}, schema=SCHEMA)
+    lying = rewrite(rt, many, record_count=1)
+    assert lying.actions == {Action.UPDATE}
+    assert "holds 200000 rows, its manifest entry says 1" in checks(lying)
+    honest = rewrite(rt, many)
+    assert honest.actions == {Action.UPDATE}
+    assert "200000 added rows cannot all be among the 3 rows" in checks(honest)
+
+
+def test_decoded_rows_are_charged_to_the_budget(tmp_path: Path) -> None:
+    rows = pa.table({"id": [7] * 50_000, "name": ["x"] * 50_000, "score": [1.0] * 50_000},
+                    schema=SCHEMA)
+    big = RowTable.create(tmp_path, SCHEMA, [rows])
+    files = sum(d.file_size_in_bytes for d, _ in big.data_files())
+    budget = CommitLimits(row_bytes_budget=20 * files + 4096)  # the files fit, their rows do not
+    intent = rewrite(big, rows.slice(25_000), limits=budget)
+    assert intent.actions == {Action.UPDATE}
+    assert "exhausted before reading the decoded rows" in checks(intent)
+    assert rewrite(big, rows.slice(25_000)).actions == {Action.DELETE}
+
+
+def test_a_delete_file_must_hold_the_rows_its_entry_counts(rt: RowTable) -> None:
+    data, _ = f1(rt)
+    dv1 = rt.write_vector("dv1", data.file_path, [0])
+    seq = add_deletes(rt, dv1, v3=True)
+    bomb = rt.write_vector("dv2", data.file_path, range(100_000), record_count=1)
+    intent = swap_deletes(rt, [(dv1, seq)], [bomb], v3=True)
+    assert intent.actions == {Action.UPDATE}
+    assert "holds 100000 positions, its manifest entry says 1" in checks(intent)
+    honest = rt.write_vector("dv3", data.file_path, range(100_000))
+    assert swap_deletes(rt, [(dv1, seq)], [honest], v3=True).actions == {Action.DELETE}
+    p1 = rt.write_positions("p1", [(data.file_path, 0)])
+    seq = add_deletes(rt, p1)
+    short = rt.write_positions("p2", [(data.file_path, 0), (data.file_path, 1)], record_count=1)
+    intent = swap_deletes(rt, [(p1, seq)], [short])
+    assert intent.actions == {Action.UPDATE}
+    assert "holds 2 rows, its manifest entry says 1" in checks(intent)
+
+
+# a delete file covers a removed one only if readers apply it ---------------------------------
+
+def test_a_delete_file_readers_skip_by_its_path_bounds_covers_nothing(rt: RowTable) -> None:
+    data, _ = f1(rt)
+    d0 = rt.write_positions("d0", [(data.file_path, 1)])
+    seq = add_deletes(rt, d0)
+    beside = rt.write_positions("d1", [(data.file_path, 1)], path_bounds=("a", "b"))
+    intent = swap_deletes(rt, [(d0, seq)], [beside])
+    assert intent.actions == {Action.UPDATE}, "both readers skip d1 for f1: row 1 is back"
+    assert "re-expose rows" in checks(intent)
+    around = rt.write_positions("d2", [(data.file_path, 1)], path_bounds=("a", "z" * 9))
+    assert swap_deletes(rt, [(d0, seq)], [around]).actions == {Action.DELETE}
+
+
+def swap_p1_deletes(rt: RowTable, old: tuple[DataFile, int], new: DataFile) -> CommitIntent:
+    """Classify a snapshot that swaps delete file ``old`` for ``new`` in a partitioned table."""
+    sid = next(_ids)
+    manifest = spec_manifest(rt.crafter, sid, [(DELETED, *old), (ADDED, new, 0)], BY_P,
+                             deletes=True)
+    return commit(rt, sid, [manifest, *rt.manifests(ManifestContent.DATA)], "delete")
+
+
+def test_a_delete_file_in_another_partition_covers_nothing(parted: RowTable) -> None:
+    data, _ = in_partition(parted, 1)
+    path = data.file_path
+    d0 = parted.write_positions("d0", [(path, 1)], partition=Record(1))
+    sid = next(_ids)
+    commit(parted, sid, [spec_manifest(parted.crafter, sid, [(ADDED, d0, 0)], BY_P, True),
+                         *parted.crafter.parent_manifests()], "delete", apply=True)
+    old = (d0, parted.table.metadata.last_sequence_number)
+    elsewhere = parted.write_positions("d1", [(path, 1)], partition=Record(2))
+    intent = swap_p1_deletes(parted, old, elsewhere)
+    assert intent.actions == {Action.UPDATE}, "no reader applies a p=2 delete to a p=1 file"
+    named = parted.write_positions("d2", [(path, 1)], partition=Record(2),
+                                   referenced_data_file=path)
+    assert swap_p1_deletes(parted, old, named).actions == {Action.UPDATE}, \
+        "pyiceberg ignores referenced_data_file: only equal path bounds pin a delete to a file"
+    pinned = parted.write_positions("d3", [(path, 1)], scoped=path, partition=Record(2))
+    assert swap_p1_deletes(parted, old, pinned).actions == {Action.DELETE}
+    beside = parted.write_positions("d4", [(path, 1)], partition=Record(1))
+    assert swap_p1_deletes(parted, old, beside).actions == {Action.DELETE}
+
+
+def test_a_delete_spelling_the_data_file_otherwise_covers_nothing(rt: RowTable) -> None:
+    """Readers match ``file_path`` to the data file's location as listed, string for string."""
+    data, _ = f1(rt)
+    assert data.file_path.startswith("file:///")
+    d0 = rt.write_positions("d0", [(data.file_path, 1)])
+    seq = add_deletes(rt, d0)
+    respelled = "file:/" + data.file_path.removeprefix("file:///")
+    other = rt.write_positions("d1", [(respelled, 1)])
+    assert swap_deletes(rt, [(d0, seq)], [other]).actions == {Action.UPDATE}
+
+
+def test_an_equality_delete_readers_skip_by_its_metrics_covers_nothing(rt: RowTable) -> None:
+    e1 = rt.write_equality("e1", pa.table({"id": [1]}), [1])
+    seq = add_deletes(rt, e1)
+    values = pa.table({"id": [1, 2]})
+    skipped = rt.write_equality("e2", values, [1], lower_bounds={1: long_bound(100)},
+                                upper_bounds={1: long_bound(200)})
+    intent = swap_deletes(rt, [(e1, seq)], [skipped])
+    assert intent.actions == {Action.UPDATE}, "Java skips e2 for f1 (ids 1-3): id=1 is back"
+    assert "covers nothing" in checks(intent)
+    all_null = rt.write_equality("e3", values, [1], null_value_counts={1: 2}, value_counts={1: 2})
+    assert swap_deletes(rt, [(e1, seq)], [all_null]).actions == {Action.UPDATE}
+    honest = rt.write_equality("e4", values, [1], lower_bounds={1: long_bound(1)},
+                               upper_bounds={1: long_bound(2)}, null_value_counts={1: 0})
+    assert swap_deletes(rt, [(e1, seq)], [honest]).actions == {Action.DELETE}
+
+
+# partition transforms ------------------------------------------------------------------------
+
+TRANSFORMED = Schema(NestedField(1, "id", LongType()), NestedField(2, "ts", TimestampType()),
+                     NestedField(3, "name", StringType()), NestedField(4, "x", DoubleType()))
+
+
+@pytest.mark.parametrize(("transform", "source", "values", "partition", "fits"), [
+    (BucketTransform(4), 1, [5, 7, 8], 3, True),  # bucket[4] of 5, 7 and 8 is 3, of 6 is 1
+    (BucketTransform(4), 1, [5, 6], 3, False),
+    (DayTransform(), 2, [1_704_164_640_000_000, 1_704_240_000_000_000], 19724, False),
+    (DayTransform(), 2, [1_704_164_640_000_000, 1_704_153_600_000_000], 19724, True),
+    (TruncateTransform(2), 3, ["hello", "help"], "he", True),
+    (TruncateTransform(2), 3, ["hello", "hi"], "he", False),
+    (TruncateTransform(2), 3, ["hello", None], "he", False),
+    (VoidTransform(), 3, ["a"], None, True),
+    (VoidTransform(), 3, ["a"], "a", False),
+    (IdentityTransform(), 4, [math.nan, math.nan], ("NaN",), True),
+    (IdentityTransform(), 4, [-0.0], 0.0, False),  # Java would read 0.0
+    (IdentityTransform(), 4, [None, None], None, True),
+    (IdentityTransform(), 4, [None, 1.0], None, False),
+])
+def test_partition_values_are_the_transforms_of_every_row(
+        transform: Any, source: int, values: list[Any], partition: Any, fits: bool) -> None:
+    spec = PartitionSpec(PartitionField(source, 1000, transform, "part"))
+    column = TRANSFORMED.find_field(source).name
+    arrow = schema_to_pyarrow(TRANSFORMED)
+    rows = pa.table({f.name: values if f.name == column else [None] * len(values)
+                     for f in arrow}, schema=arrow)
+    problem = partition_problem(spec, TRANSFORMED, (partition,), rows)
+    assert (problem is None) == fits, problem
