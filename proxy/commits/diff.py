@@ -3,7 +3,8 @@
 The state a snapshot replaces is its predecessor's manifest list. Only the difference is read:
 manifests in the new list but not the old one ("fresh", which must be the new snapshot's own) and
 manifests in the old list but not the new one ("dropped"). Manifests in both ("kept") are unchanged
-and are not opened, except the kept data manifests while delete files are live (below). The truth
+and are not opened, except the kept data manifests while delete files are live or removed
+(below). The truth
 is the set difference of live files:
 
 * added   = live in fresh manifests, not live in dropped ones;
@@ -17,16 +18,23 @@ uses the set difference either way.
 Before anything is read, the new manifest list and its fresh manifests must lie under the table's
 locations, and so must every file the fresh manifests introduce (``confine``). What the snapshot
 carries over must be unchanged: kept manifests' list records and re-listed entries equal the
-predecessor's, EXISTING entries have an original, ADDED ones do not re-add a held file
-(``history``). While the predecessor or the snapshot has live delete files (a kept delete
+predecessor's, EXISTING and DELETED entries have an original, ADDED ones do not re-add a held
+file (``history``). While the predecessor or the snapshot has live delete files (a kept delete
 manifest, a delete file in a dropped or fresh one), the kept data manifests are read too
 (``ManifestReader.live_keys``, cached for committed manifests): a data file a kept manifest holds
 live must not be listed live again, nor removed, by the snapshot. A difference marks the change
 ``rewrites_history`` (an UPDATE, see ``classify``).
 
+Files are identified by physical location (``ContentFile.key``): two spellings of one file
+(``file:/x``, ``file:///x``) are one file, listed live twice if both are live. What the new list
+says of each fresh manifest (counts, sequence numbers, partition summaries) must be what its
+entries show (``listing``); a difference also rewrites history.
+
 A removed delete file re-exposes the rows it deleted unless it is
 
-* expired: its sequence number is below every live data file's, so it applies to nothing;
+* expired: its sequence number is below every live data file's, so it applies to nothing (the
+  floor is read from the entries of the kept data manifests and the fresh live files, never
+  from a manifest-list record's ``min_sequence_number``);
 * orphaned: the one data file it applies to is removed by the same snapshot; or
 * superseded: an added delete file for the same data file deletes at least as many rows
   (a deletion vector or file-scoped delete merged into a new one).

@@ -124,6 +124,7 @@ class ManifestReader:
     entries_read: int = 0
     _claimed_lists: set[str] = field(default_factory=set, init=False, repr=False)
     _committed: set[_CacheKey] = field(default_factory=set, init=False, repr=False)
+    _held_here: dict[_CacheKey, _LiveKeys] = field(default_factory=dict, init=False, repr=False)
 
     def claim(self, manifest_lists: Iterable[str]) -> None:
         """Mark the lists the commit's new snapshots name: never cached, always read afresh."""
@@ -165,7 +166,15 @@ class ManifestReader:
         return self._held(manifest).min_sequence
 
     def _held(self, manifest: ManifestFile) -> _LiveKeys:
+        """What ``manifest`` holds live: read (or taken from the cache) and counted once per
+        commit, however often asked."""
         key = _cache_key(manifest)
+        held = self._held_here.get(key)
+        if held is None:
+            held = self._held_here[key] = self._held_once(manifest, key)
+        return held
+
+    def _held_once(self, manifest: ManifestFile, key: _CacheKey) -> _LiveKeys:
         committed = key in self._committed
         cached = _LIVE_KEYS.get(key) if committed else None
         if cached is not None:
