@@ -13,8 +13,9 @@ Every byte read is charged to a ``RowBudget`` first, at the file's real size (no
 manifest claims), and so is what decoding will hold in memory, before anything is decoded: a
 Parquet file's footer is read first, its row count must equal the manifest entry's
 ``record_count`` (a small file may hold a hundred million dictionary- or run-length-encoded rows),
-and its uncompressed size plus a cost per value is charged; a deletion vector's cardinality must
-equal its ``record_count`` and is charged before its positions are materialised. Whatever goes
+and the largest of its size, its declared uncompressed size and a cost per value (row x leaf
+column) is charged; a deletion vector's cardinality must equal its ``record_count`` and is
+charged before its positions are materialised. Whatever goes
 wrong becomes ``RowCheckFailed`` with a message of our own (no OS error text, no file content),
 and the caller falls back to the stricter classification.
 
@@ -223,14 +224,13 @@ class ContentReader:
         except Exception as exc:  # whatever the reason, only that it failed is reported
             raise RowCheckFailed(f"{what} {file.path} could not be read") from exc
 
-    def _charge_file(self, path: str) -> None:
-        self.budget.charge(len(self.io.new_input(path)), path)
-
     def _footer(self, file: RowFile, what: str, within: Schema | None = None) -> None:
-        """Charge ``file``'s bytes, then check its Parquet footer against its manifest entry and
-        charge what decoding it will hold, before any row is decoded. ``within``: the file may
-        hold no column outside this schema."""
-        self._charge_file(file.path)
+        """Check ``file``'s Parquet footer against its manifest entry and charge what reading
+        and decoding it will hold, before any row is decoded: the largest of its size, its
+        declared uncompressed size and a cost per value. ``within``: the file may hold no column
+        outside this schema."""
+        size = len(self.io.new_input(file.path))
+        self.budget.charge(size, file.path)
         with self.io.new_input(file.path).open() as stream:
             parquet = pq.ParquetFile(stream)
             metadata = parquet.metadata
@@ -250,8 +250,8 @@ class ContentReader:
         declared = max(sum(g.total_byte_size for g in in_groups),
                        sum(g.column(c).total_uncompressed_size
                            for g in in_groups for c in range(columns)))
-        self.budget.charge(max(declared, 0) + file.records * max(columns, 1) * _VALUE_COST,
-                           f"the decoded rows of {file.path}")
+        decoded = max(declared, file.records * max(columns, 1) * _VALUE_COST)
+        self.budget.charge(max(decoded - size, 0), f"the decoded rows of {file.path}")
 
     def _parquet(self, delete: RowFile) -> dict[str, pa.Array]:
         self._footer(delete, "position delete file")
