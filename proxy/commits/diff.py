@@ -10,10 +10,10 @@ is the set difference of live files:
 * added   = live in fresh manifests, not live in dropped ones;
 * removed = live in dropped manifests, not live in fresh ones.
 
-Entry statuses are then checked against that truth: ADDED/DELETED entries must carry the new
-snapshot's id, and every live entry of a dropped manifest must reappear as EXISTING or DELETED
-(otherwise data was deleted silently). Violations are reported as anomalies; the classification
-uses the set difference either way.
+Entry statuses are then checked against that truth: every live entry of a dropped manifest must
+reappear as EXISTING or DELETED (otherwise data was deleted silently, reported as an anomaly; the
+classification uses the set difference either way). Fresh manifests and their ADDED/DELETED
+entries must carry the new snapshot's id: one dated to another snapshot rewrites history.
 
 Before anything is read, the new manifest list and its fresh manifests must lie under the table's
 locations, and so must every file the fresh manifests introduce (``confine``). What the snapshot
@@ -133,9 +133,10 @@ def diff_snapshot(reader: ManifestReader, snapshot_id: int, manifest_list: str,
                *relisted_entry_changes(fresh_entries, {e.file.key: e for e in dropped if e.live}),
                *_kept_files_listed_again(reader, kept, fresh_entries, dropped_live),
                *[reason for m, entries in fresh_read for reason in fresh_record_changes(
-                   m, entries, sequence_number, partition_types or {})]]
-    anomalies = [*_foreign_manifests(snapshot_id, fresh),
-                 *_status_anomalies(snapshot_id, fresh_entries, dropped_live), *history]
+                   m, entries, sequence_number, partition_types or {})],
+               *_foreign_manifests(snapshot_id, fresh),
+               *_foreign_entries(snapshot_id, fresh_entries)]
+    anomalies = [*_silently_dropped(fresh_entries, dropped_live), *history]
     return _change(reader, snapshot_id, fresh_entries, dropped_live, kept, anomalies,
                    bool(history))
 
@@ -205,6 +206,7 @@ def _live(into: dict[_Key, ContentFile], entries: Iterable[Entry]) -> dict[_Key,
 
 
 def _foreign_manifests(snapshot_id: int, fresh: list[ManifestFile]) -> list[str]:
+    """Fresh manifests another snapshot claims to have added: their entries inherit its id."""
     foreign = [m.manifest_path for m in fresh if m.added_snapshot_id != snapshot_id]
     if not foreign:
         return []
@@ -212,15 +214,22 @@ def _foreign_manifests(snapshot_id: int, fresh: list[ManifestFile]) -> list[str]
             f"{_named(foreign)}"]
 
 
-def _status_anomalies(snapshot_id: int, fresh: list[Entry],
-                      dropped_live: dict[_Key, ContentFile]) -> list[str]:
+def _foreign_entries(snapshot_id: int, fresh: list[Entry]) -> list[str]:
+    """ADDED or DELETED entries dated to another snapshot: incremental readers and snapshot
+    expiry would take the change for that snapshot's."""
     changed = ManifestEntryStatus.ADDED, ManifestEntryStatus.DELETED
     foreign = [e.file.path for e in fresh if e.status in changed and e.snapshot_id != snapshot_id]
+    if not foreign:
+        return []
+    return [f"entries added or deleted under another snapshot id than {snapshot_id}: "
+            f"{_named(foreign)}"]
+
+
+def _silently_dropped(fresh: list[Entry], dropped_live: dict[_Key, ContentFile]) -> list[str]:
+    """Live files of dropped manifests that no fresh entry lists (removed all the same)."""
     listed = {e.file.key for e in fresh}
     dropped = [f.path for k, f in dropped_live.items() if k not in listed]
-    return [message + _named(paths) for message, paths in (
-        (f"entries added or deleted under another snapshot id than {snapshot_id}: ", foreign),
-        ("files silently dropped with their manifest: ", dropped)) if paths]
+    return [f"files silently dropped with their manifest: {_named(dropped)}"] if dropped else []
 
 
 def _min_data_sequence(reader: ManifestReader, kept: list[ManifestFile],

@@ -155,6 +155,15 @@ def test_fresh_manifest_record_contradicting_its_entries_is_an_update(
                     f"disagrees with its entries in {reason}")
 
 
+def test_fresh_manifest_dated_to_another_snapshot_is_an_update(rt: RowTable) -> None:
+    sid = next(_ids)
+    fresh = _fresh_append(rt, sid)
+    fresh.sequence_number = fresh.min_sequence_number = rt.table.metadata.last_sequence_number + 1
+    fresh[6] = _first_snapshot(rt)  # added_snapshot_id
+    assert_rewrites(classify(rt, [*rt.crafter.parent_manifests(), fresh], sid),
+                    f"not added by snapshot {sid}")
+
+
 def test_added_entry_with_a_later_file_sequence_number_is_an_update(rt: RowTable) -> None:
     """An ADDED entry with explicit sequence numbers above the snapshot's escapes deletes."""
     sid = next(_ids)
