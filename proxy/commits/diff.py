@@ -145,8 +145,9 @@ def _confine_new_files(locations: TableLocations, fresh: list[Entry],
                        dropped_live: dict[_Key, ContentFile]) -> None:
     """Files the fresh manifests list that the predecessor did not must be the table's own."""
     for entry in fresh:
-        if entry.file.key in dropped_live:
-            continue  # re-listed: the same location the predecessor held
+        original = dropped_live.get(entry.file.key)
+        if original is not None and original.path == entry.file.path:
+            continue  # re-listed: the same location, spelled as the predecessor held it
         kind = "data file" if entry.file.is_data else "delete file"
         locations.require(entry.file.path, kind)
         if entry.file.referenced_data_file is not None:
