@@ -18,13 +18,18 @@ action, the dispatch table and the start-up check), ``snapshots`` (claimed snaps
 each replaces), ``refs`` (ref type and retention changes), ``diff`` (what a snapshot changes, from
 manifests), ``history`` (what a snapshot carries over must be unchanged), ``rules`` (change ->
 action, summary checks), ``manifests`` (reading, within limits), ``confine`` (the table's
-locations), ``shape`` (the cheap checks), ``rows`` / ``rowfiles`` / ``rowkeys`` (row-level
-checks), ``timeline`` (snapshot timestamps in order), ``intent`` (result types).
+locations), ``shape`` (the cheap checks), ``listing`` (fresh manifests' list records against their
+entries), ``rows`` / ``rowfiles`` / ``rowkeys`` / ``rowscope`` / ``rowstats`` (row-level checks:
+which deletes readers apply, metrics and partitions against content), ``timeline`` (snapshot timestamps in order), ``intent`` (result types).
 
 History: a snapshot that alters a manifest or entry it carries over from its predecessor (a kept
-manifest's sequence number or counts, a re-listed file's bounds), or — while delete files are
-live — lists again or removes a file that a kept manifest still holds live, rewrites history: it
-is an UPDATE, never verified, whatever it claims (see ``history``).
+manifest's sequence number or counts, a re-listed file's bounds), re-lists an EXISTING or DELETED
+entry that no replaced manifest held live, writes a manifest-list record for a fresh manifest that
+its entries contradict (counts, sequence numbers, partition summaries: ``listing``), or — while
+delete files are live — lists again or removes a file that a kept manifest still holds live,
+rewrites history: it is an UPDATE, never verified, whatever it claims (see ``history``). A file's
+identity is its canonical location (``confine.canonical_location``): one physical file under two
+spellings is one file.
 
 Removed delete files: removing a delete file re-exposes the rows it deleted, so a snapshot that
 does is an UPDATE, unless the removal provably exposes nothing: the delete file is expired or

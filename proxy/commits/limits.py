@@ -22,5 +22,7 @@ class CommitLimits(BaseModel):
         description="Manifest entries read to verify one commit (400 beyond).")
     row_bytes_budget: int = Field(
         default=256 * 1024 * 1024, ge=0,
-        description="Bytes of data and delete files read to verify rows for one commit; beyond "
-                    "it the stricter classification applies and the audit says why.")
+        description="What verifying rows may cost for one commit, in bytes of decoded data "
+                    "(the larger of a file's size, its declared uncompressed size and 8 bytes per "
+                    "value); beyond it the stricter classification applies and the audit says "
+                    "why.")
