@@ -20,7 +20,8 @@ manifests), ``history`` (what a snapshot carries over must be unchanged), ``rule
 action, summary checks), ``manifests`` (reading, within limits), ``confine`` (the table's
 locations), ``shape`` (the cheap checks), ``listing`` (fresh manifests' list records against their
 entries), ``rows`` / ``rowfiles`` / ``rowkeys`` / ``rowscope`` / ``rowstats`` (row-level checks:
-which deletes readers apply, metrics and partitions against content), ``timeline`` (snapshot timestamps in order), ``intent`` (result types).
+which deletes readers apply, metrics and partitions against content), ``timeline`` (snapshot
+timestamps in order), ``intent`` (result types).
 
 History: a snapshot that alters a manifest or entry it carries over from its predecessor (a kept
 manifest's sequence number or counts, a re-listed file's bounds), re-lists an EXISTING or DELETED
