@@ -21,7 +21,7 @@ class CommitLimits(BaseModel):
         default=1_000_000, ge=1,
         description="Manifest entries read to verify one commit (400 beyond).")
     row_bytes_budget: int = Field(
-        default=256 * 1024 * 1024, ge=0,
+        default=1024 * 1024 * 1024, ge=0,
         description="What verifying rows may cost for one commit, in bytes of decoded data "
                     "(the larger of a file's size, its declared uncompressed size and 8 bytes per "
                     "value); beyond it the stricter classification applies and the audit says "
