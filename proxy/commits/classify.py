@@ -170,7 +170,7 @@ def _intent(scan: CommitScan, plan: StepPlan, changes: list[tuple[SnapshotChange
     data = merge_data_actions({action for _, action in changes}
                               | ({Action.DELETE} if plan.replaces else set()))
     actions = scan.actions | data | _pending_actions(scan)
-    reasons = [*plan.anomalies, *_reasons(scan, changes)]
+    reasons = _reasons(scan, changes)
     evidence = CommitEvidence(
         operations=tuple(s.operation or "none" for s in scan.added.values()),
         classification="+".join(sorted(a.value for a in data)) or None,

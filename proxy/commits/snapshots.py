@@ -3,11 +3,14 @@
 A ref moved to a snapshot added in the commit is followed down that snapshot's chain of parents
 (through other snapshots added in the same commit) to the first one whose parent is not new. That
 bottom snapshot replaces the ref's state before the commit: the value asserted with
-``assert-ref-snapshot-id`` for that ref, else the ref's value in the base metadata. If its declared
-parent is something else, the change is still measured against the ref's real predecessor (so a
-snapshot built on a stale or foreign parent shows the data it drops) and the parent is reported.
-A ref that does not exist yet forks from the bottom snapshot's parent. Snapshots no ref ends on
-(staged, e.g. write-audit-publish) are measured against their declared parent.
+``assert-ref-snapshot-id`` for that ref, else the ref's value in the base metadata. Its declared
+parent must be that predecessor: a snapshot built on a stale, foreign or missing parent (``null``
+while the ref is at X) would give the table a lineage, and sequence numbers, that its history does
+not have, so the commit is refused (``UnverifiableCommit``, 400). Every honest writer builds on
+the ref's head and asserts it (pyiceberg, Java). A ref that does not exist yet, or that the commit
+removes before setting it again (create or replace), has no predecessor: it forks from the bottom
+snapshot's parent. Snapshots no ref ends on (staged, e.g. write-audit-publish) are measured
+against their declared parent.
 """
 
 from __future__ import annotations
@@ -48,7 +51,6 @@ class StepPlan:
     """The steps to verify, plus what the ref analysis found on the way."""
 
     steps: dict[tuple[int, int | None], Step] = field(default_factory=dict)
-    anomalies: list[str] = field(default_factory=list)
     forks: bool = False  # a ref starts at a snapshot it was not on: snapshot management
     replaces: bool = False  # a ref's previous state is dropped wholesale (create or replace)
 
@@ -114,9 +116,11 @@ def _plan_ref(plan: StepPlan, added: Mapping[int, ClaimedSnapshot], ref: str, ta
         plan.add(bottom, bottom.parent_id)
         return
     if bottom.parent_id != predecessor:
-        plan.anomalies.append(
-            f"snapshot {bottom.snapshot_id} names parent {bottom.parent_id}, but ref {ref!r} "
-            f"is at {predecessor}: measured against {predecessor}")
+        named = "no parent" if bottom.parent_id is None else f"parent {bottom.parent_id}"
+        raise UnverifiableCommit(
+            f"cannot verify the commit: snapshot {bottom.snapshot_id} names {named}, but ref "
+            f"{ref!r:.60} is at {predecessor}; a snapshot must be built on the ref's current "
+            "snapshot")
     plan.add(bottom, predecessor)
 
 

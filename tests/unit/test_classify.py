@@ -225,20 +225,17 @@ def test_missing_base_without_create_is_unverifiable(table: Table) -> None:
         classify_commit({"updates": []}, None, table.io)
 
 
-def test_stale_parent_is_measured_against_the_ref(
-        catalog: RecordingSqlCatalog, table: Table) -> None:
-    """A snapshot built on an old parent, sent without assertion, drops what came after it."""
+def test_stale_parent_is_refused(catalog: RecordingSqlCatalog, table: Table) -> None:
+    """A snapshot built on an old parent, sent without assertion, would drop what came after it
+    and give the table a lineage its history does not have: it cannot be verified."""
     table.append(rows([4], ["eu"]))
     stale: dict[str, Any] = json.loads(json.dumps(last(catalog).body))
     table.append(rows([5], ["us"]))  # main moves on: its manifest is not in the stale list
     stale["requirements"] = [r for r in stale["requirements"]
                              if r["type"] != "assert-ref-snapshot-id"]
-    intent = classify_commit(stale, catalog.load_table("db.t").metadata, table.io)
-    assert intent.actions == {Action.DELETE}
-    assert intent.evidence.counts.removed_data_files == 1
-    mismatch = intent.evidence.mismatch or ""
-    assert "names parent" in mismatch and "silently dropped" in mismatch
-    assert "claims 'append' but its manifests show DELETE" in mismatch
+    with pytest.raises(UnverifiableCommit, match="names parent .* but ref 'main' is at") as exc:
+        classify_commit(stale, catalog.load_table("db.t").metadata, table.io)
+    assert exc.value.status == 400
 
 
 def test_evidence_is_json(catalog: RecordingSqlCatalog, table: Table) -> None:
