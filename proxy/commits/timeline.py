@@ -1,9 +1,14 @@
-"""A new snapshot's timestamp must keep the table's snapshot log in order.
+"""A commit's new snapshots must keep the table's history in order.
 
 Iceberg readers (the Java library, hence Spark) refuse to load metadata whose snapshot log goes
-back in time by more than a minute. A snapshot stamped long before the table's last one, or far
-in the future (every honest snapshot after it would then go back in time), would make the table
-unloadable for everyone: such a commit is refused, whatever rights the caller holds.
+back in time by more than a minute, or whose snapshots carry sequence numbers above the table's
+last sequence number. A snapshot stamped before the one it follows (beyond that minute) or
+further in the future than the same minute (every honest snapshot after it would then go back in
+time), or a format-v2+ snapshot whose sequence number does not rise above everything before it,
+would make the table unloadable, or lock every other writer out: such a commit is refused,
+whatever rights the caller holds. A sequence number that does not rise is what a client built on
+a stale base sends, so it is refused as a conflict (409, nothing landed: the client retries).
+Each snapshot is checked against the table *and* against the snapshots before it in the commit.
 """
 
 from __future__ import annotations
@@ -14,28 +19,50 @@ from typing import Any
 from pyiceberg.table.metadata import TableMetadata
 
 from proxy.commits.intent import UnverifiableCommit
+from proxy.errors import CommitFailed
 
 ORDER_TOLERANCE_MS = 60_000  # what Java readers tolerate between snapshot log entries
-FUTURE_TOLERANCE_MS = 15 * 60_000  # clock skew between a client and icegov
+FUTURE_TOLERANCE_MS = ORDER_TOLERANCE_MS  # more would let one snapshot lock others out
 
 
 def check_snapshot_times(body: Mapping[str, Any], base: TableMetadata | None,
                          now_ms: int) -> None:
-    """Refuse (400) an ``add-snapshot`` stamped before the table's last snapshot (beyond the
-    readers' tolerance) or too far in the future."""
-    floor = _last_logged(base) - ORDER_TOLERANCE_MS
-    ceiling = now_ms + FUTURE_TOLERANCE_MS
-    for update in body.get("updates") or []:
-        if not isinstance(update, Mapping) or update.get("action") != "add-snapshot":
-            continue
-        snapshot = update.get("snapshot")
-        stamp = snapshot.get("timestamp-ms") if isinstance(snapshot, Mapping) else None
-        if isinstance(stamp, bool) or not isinstance(stamp, int):
-            raise UnverifiableCommit("add-snapshot needs an integer timestamp-ms")
-        if stamp < floor or stamp > ceiling:
+    """Refuse (400) an ``add-snapshot`` out of time or sequence order (see the module doc)."""
+    last_stamp = _last_logged(base)
+    last_sequence = int(getattr(base, "last_sequence_number", 0) or 0)
+    versioned = base is None or base.format_version >= 2
+    for snapshot in _added(body):
+        stamp = _integer(snapshot.get("timestamp-ms"), "timestamp-ms")
+        if stamp < last_stamp - ORDER_TOLERANCE_MS or stamp > now_ms + FUTURE_TOLERANCE_MS:
             raise UnverifiableCommit(
                 "add-snapshot timestamp-ms would put the table's snapshot log out of order "
-                "(before its last snapshot, or in the future)")
+                "(before the snapshot it follows, or in the future)")
+        last_stamp = max(last_stamp, stamp)
+        sequence = snapshot.get("sequence-number")
+        if versioned and sequence is not None:
+            number = _integer(sequence, "sequence-number")
+            if number <= last_sequence:  # a client built on a stale base: retryable
+                raise CommitFailed(
+                    f"add-snapshot sequence-number {number} does not rise above the table's "
+                    f"last sequence number {last_sequence}: the table changed, retry")
+            last_sequence = number
+
+
+def _added(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    found = []
+    for update in body.get("updates") or []:
+        if isinstance(update, Mapping) and update.get("action") == "add-snapshot":
+            snapshot = update.get("snapshot")
+            if not isinstance(snapshot, Mapping):
+                raise UnverifiableCommit("add-snapshot has no snapshot object")
+            found.append(snapshot)
+    return found
+
+
+def _integer(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UnverifiableCommit(f"add-snapshot needs an integer {what}")
+    return value
 
 
 def _last_logged(base: TableMetadata | None) -> int:

@@ -5,6 +5,7 @@ After every refused write the table's rows and snapshots are unchanged."""
 from __future__ import annotations
 
 import copy
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -244,7 +245,7 @@ def test_a_stale_unpinned_append_never_drops_a_concurrent_one(
     assert state(admin, demo_table) == landed
 
 
-@pytest.mark.parametrize("stamp", [1, 10**13 * 9])
+@pytest.mark.parametrize("stamp", [1, 10**13 * 9, int(time.time() * 1000) + 3 * 60_000])
 def test_a_snapshot_out_of_time_order_is_refused(proxy: RunningProxy, admin: RestCatalog,
                                                  writer: httpx.Client, demo_table: Table,
                                                  stamp: int) -> None:
@@ -255,4 +256,37 @@ def test_a_snapshot_out_of_time_order_is_refused(proxy: RunningProxy, admin: Res
     snapshot_update(body)["snapshot"]["timestamp-ms"] = stamp
     error = assert_error_model(writer.post(path_of(demo_table), json=body), 400)
     assert "out of order" in error["message"]
+    assert state(admin, demo_table) == before
+
+
+def test_snapshots_of_one_commit_are_ordered_among_themselves(
+        proxy: RunningProxy, admin: RestCatalog, writer: httpx.Client,
+        demo_table: Table) -> None:
+    """A future-dated snapshot followed by a present one in the same commit: each alone is
+    within tolerance of the base, together the log goes back in time."""
+    before = state(admin, demo_table)
+    first = staged_append(proxy, WRITER, demo_table, [7])
+    snapshot = snapshot_update(first)["snapshot"]
+    second = copy.deepcopy(snapshot_update(first))
+    second["snapshot"].update({"snapshot-id": snapshot["snapshot-id"] + 1,
+                               "parent-snapshot-id": snapshot["snapshot-id"],
+                               "sequence-number": snapshot.get("sequence-number", 0) + 1})
+    snapshot["timestamp-ms"] = int(time.time() * 1000) + 50_000
+    second["snapshot"]["timestamp-ms"] = snapshot["timestamp-ms"] - 2 * 60_000
+    first["updates"].append(second)
+    first["updates"].append({"action": "set-snapshot-ref", "ref-name": "main", "type": "branch",
+                             "snapshot-id": second["snapshot"]["snapshot-id"]})
+    error = assert_error_model(writer.post(path_of(demo_table), json=first), 400)
+    assert "out of order" in error["message"]
+    assert state(admin, demo_table) == before
+
+
+def test_a_sequence_number_that_does_not_rise_is_a_conflict(
+        proxy: RunningProxy, admin: RestCatalog, writer: httpx.Client,
+        demo_table: Table) -> None:
+    before = state(admin, demo_table)
+    body = staged_append(proxy, WRITER, demo_table, [7])
+    snapshot_update(body)["snapshot"]["sequence-number"] = 1
+    response = writer.post(path_of(demo_table), json=body)
+    assert_error_model(response, 409, "CommitFailedException")
     assert state(admin, demo_table) == before
