@@ -22,7 +22,7 @@ _TRANSLATION: tuple[tuple[type[Exception], type[errors.IcebergError]], ...] = (
     (pyi.CommitFailedException, errors.CommitFailed),
     (pyi.ValidationError, errors.BadRequest),
     (pydantic.ValidationError, errors.BadRequest),
-    (NotImplementedError, errors.NotSupported),
+    (NotImplementedError, errors.BadRequest),  # a feature the request asks for (format v3)
     # a client-chosen location that is a file, or a file where a directory must go
     (NotADirectoryError, errors.BadRequest),
     (IsADirectoryError, errors.BadRequest),

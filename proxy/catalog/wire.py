@@ -15,15 +15,25 @@ property keys 255 and values 1000), so that no database refuses what was accepte
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    model_validator,
+)
 from pydantic import ValidationError as PydanticValidationError
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table.sorting import SortOrder
-from pyiceberg.table.update import TableRequirement, TableUpdate
+from pyiceberg.table.update import AddSchemaUpdate, TableRequirement, TableUpdate
 from pyiceberg.typedef import Identifier
+from pyiceberg.types import IcebergType, ListType, MapType, StructType
 
 from proxy.errors import BadRequest
 from proxy.inbound import InboundRequest
@@ -83,6 +93,11 @@ class CreateTableRequest(WireModel):
     stage_create: StrictBool = Field(default=False, alias="stage-create")
     properties: Properties = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _unique_field_ids(self) -> CreateTableRequest:
+        check_field_ids(self.table_schema)
+        return self
+
 
 class RegisterTableRequest(WireModel):
     name: Name
@@ -108,6 +123,37 @@ class CommitTableRequest(WireModel):
     identifier: TableIdentifier | None = None
     requirements: tuple[TableRequirement, ...] = ()
     updates: tuple[TableUpdate, ...] = ()
+
+    @model_validator(mode="after")
+    def _unique_field_ids(self) -> CommitTableRequest:
+        for update in self.updates:
+            if isinstance(update, AddSchemaUpdate):
+                check_field_ids(update.schema_)
+        return self
+
+
+def check_field_ids(schema: Schema) -> None:
+    """A schema whose field ids repeat (Java readers cannot load such a table) is refused."""
+    seen: set[int] = set()
+    for field_id in _field_ids(schema.as_struct()):
+        if field_id in seen:
+            raise ValueError(f"schema field id {field_id} is used more than once")
+        seen.add(field_id)
+
+
+def _field_ids(kind: IcebergType) -> Iterator[int]:
+    if isinstance(kind, StructType):
+        for field in kind.fields:
+            yield field.field_id
+            yield from _field_ids(field.field_type)
+    elif isinstance(kind, ListType):
+        yield kind.element_id
+        yield from _field_ids(kind.element_type)
+    elif isinstance(kind, MapType):
+        yield kind.key_id
+        yield from _field_ids(kind.key_type)
+        yield kind.value_id
+        yield from _field_ids(kind.value_type)
 
 
 class TableChange(CommitTableRequest):

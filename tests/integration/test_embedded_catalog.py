@@ -365,3 +365,20 @@ def test_a_location_that_is_a_file_is_400_and_creates_nothing(http: TestClient,
     error = assert_error_model(response, 400)
     assert "Errno" not in error["message"] and str(tmp_path) not in error["message"]
     assert http.get("/v1/namespaces/db/tables/onfile").status_code == 404
+
+
+def test_tables_java_could_not_load_are_refused(http: TestClient) -> None:
+    duplicated = {**SCHEMA, "fields": [*SCHEMA["fields"],
+                                        {**SCHEMA["fields"][0], "name": "again"}]}
+    response = http.post("/v1/namespaces/db/tables", json={"name": "dup", "schema": duplicated})
+    assert "more than once" in assert_error_model(response, 400)["message"]
+    v3 = http.post("/v1/namespaces/db/tables", json={
+        "name": "v3", "schema": SCHEMA, "properties": {"format-version": "3"}})
+    assert_error_model(v3, 400)  # not a 5xx: the caller asked for something unsupported
+    created = create(http, "evolving")
+    uuid = created["metadata"]["table-uuid"]
+    commit = http.post("/v1/namespaces/db/tables/evolving", json={
+        "requirements": [{"type": "assert-table-uuid", "uuid": uuid}],
+        "updates": [{"action": "add-schema", "schema": {**duplicated, "schema-id": 1}}]})
+    assert_error_model(commit, 400)
+    assert http.get("/v1/namespaces/db/tables/dup").status_code == 404
