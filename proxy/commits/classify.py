@@ -11,7 +11,8 @@
    against nothing and all its previous rows are dropped, a DELETE (with any INSERT: UPDATE).
 3. Each added snapshot is verified by reading the difference between its manifest list and its
    predecessor's (``diff``) and classified from that (``rules``); where the summary or the
-   manifests' bookkeeping disagree with what the files show, the evidence says so.
+   manifests' bookkeeping disagree with what the files show, the evidence says so. In a table of
+   format 3 or later, the row ids it assigns must be the table's next ones (``lineage``).
 
 A commit that cannot be verified raises ``UnverifiableCommit`` (400).
 """
@@ -19,6 +20,7 @@ A commit that cannot be verified raises ``UnverifiableCommit`` (400).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from pyiceberg.io import FileIO
@@ -30,6 +32,7 @@ from proxy.commits.confine import table_locations
 from proxy.commits.diff import SnapshotChange, diff_snapshot
 from proxy.commits.intent import CommitEvidence, CommitIntent, FileCounts, UnverifiableCommit
 from proxy.commits.limits import CommitLimits
+from proxy.commits.lineage import expected_first_row_ids, row_lineage_changes
 from proxy.commits.manifests import ManifestReader
 from proxy.commits.refs import changes_ref_settings, moves_tag
 from proxy.commits.rows import RowVerifier
@@ -72,7 +75,8 @@ def classify_commit(body: Mapping[str, Any], base: TableMetadata | None, io: Fil
     for what, path in scan.referenced_files:
         reader.locations.require(path, what)
     rows = RowVerifier.with_budget(limits.row_bytes_budget)
-    changes = [_history_checked(_verify(scan, plan, step_key, reader, rows))
+    row_ids = expected_first_row_ids(scan.base, _list(body, "updates"), scan.added)
+    changes = [_history_checked(_verify(scan, plan, step_key, reader, rows, row_ids))
                for step_key in plan.steps]
     return _intent(scan, plan, changes, rows)
 
@@ -114,15 +118,23 @@ def _plan(scan: CommitScan, asserted: Mapping[str, int | None]) -> StepPlan:
 
 
 def _verify(scan: CommitScan, plan: StepPlan, key: tuple[int, int | None],
-            reader: ManifestReader, rows: RowVerifier) -> tuple[SnapshotChange, Action]:
+            reader: ManifestReader, rows: RowVerifier,
+            row_ids: Mapping[int, int] | None) -> tuple[SnapshotChange, Action]:
     """Diff one step's snapshot against the state it replaces and classify it; where the
-    manifests cannot decide, ``rows`` reads the rows (within the commit's byte budget)."""
+    manifests cannot decide, ``rows`` reads the rows (within the commit's byte budget).
+    ``row_ids``: each added snapshot's expected first row id (None: no row lineage)."""
     step = plan.steps[key]
     before = _manifests_of(scan, step.before_id, reader)
     snapshot = step.snapshot
     change = diff_snapshot(reader, snapshot.snapshot_id, snapshot.manifest_list, before,
                            sequence_number=snapshot.sequence_number,
                            partition_types=partition_types(scan.base))
+    if row_ids is not None:
+        lineage = row_lineage_changes(snapshot, row_ids[snapshot.snapshot_id],
+                                      reader.claimed_manifests(snapshot.manifest_list), before)
+        if lineage:
+            change = replace(change, anomalies=(*change.anomalies, *lineage),
+                             rewrites_history=True)
     if change.rewrites_history:
         return change, data_action(change, snapshot.operation)
     metadata_stable = not scan.actions & {Action.ALTER, Action.CREATE_TABLE}

@@ -15,11 +15,19 @@ class CommitLimits(BaseModel):
         default=1000, ge=1, description="Updates in one table commit (413 beyond).")
     max_table_changes: int = Field(
         default=100, ge=1, description="Tables changed by one transaction (413 beyond).")
+    max_snapshots: int = Field(
+        default=16, ge=1,
+        description="Snapshots added by one table commit (413 beyond, before any file is read; "
+                    "Java and Spark add 1, pyiceberg 1 or 2).")
     max_manifests: int = Field(
         default=10_000, ge=1, description="Manifests listed by one new manifest list (400 beyond).")
     max_entries: int = Field(
         default=1_000_000, ge=1,
         description="Manifest entries read to verify one commit (400 beyond).")
+    max_list_records: int = Field(
+        default=50_000, ge=1,
+        description="Manifest-list records read to verify one commit, over every list it reads "
+                    "(each list is read once per commit; 400 beyond).")
     row_bytes_budget: int = Field(
         default=1024 * 1024 * 1024, ge=0,
         description="What verifying rows may cost for one commit, in bytes of decoded data "

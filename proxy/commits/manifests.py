@@ -1,14 +1,17 @@
 """Reading manifest lists and manifests, to see what a snapshot really contains.
 
 ``ManifestReader`` reads for one commit: through the table's FileIO, within the commit's
-``CommitLimits`` (manifests per list, entries per commit) and, for what the commit introduces,
-within the table's locations (``confine``): the new snapshot's manifest list is checked before it
-is opened. Manifests are read with the v3 schemas (a superset of v1/v2), so deletion vectors keep
-their ``content_offset``, file-scoped deletes their ``referenced_data_file`` and manifest lists
-their ``first_row_id``. Manifest lists are read afresh (pyiceberg's process-wide manifest cache is
-bypassed: a list is a claim to check, and a cached record from another list must not stand in
-for it). Any read failure is an ``UnverifiableCommit`` whose message is the same whatever the
-cause (missing, unreadable, not Avro): no OS error text or file content reaches the client.
+``CommitLimits`` (manifests per list, list records and entries per commit) and, for what the
+commit introduces, within the table's locations (``confine``): the new snapshot's manifest list
+is checked before it is opened. Manifests are read with the v3 schemas (a superset of v1/v2), so
+deletion vectors keep their ``content_offset``, file-scoped deletes their ``referenced_data_file``
+and manifest lists their ``first_row_id``. Manifest lists are read afresh (pyiceberg's
+process-wide manifest cache is bypassed: a list is a claim to check, and a cached record from
+another list must not stand in for it). Within one commit each list is parsed at most once, and
+each list the commit reads counts its records once against ``limits.max_list_records``, whether
+read or served from the cache. Any read failure is an ``UnverifiableCommit`` whose message is the
+same whatever the cause (missing, unreadable, not Avro): no OS error text or file content reaches
+the client.
 
 ``live_keys`` (which files a manifest holds live) is cached per process for committed manifests
 only: those named by a snapshot of the table (a list read with ``manifests`` that no new
@@ -62,7 +65,7 @@ _NONE = type(None)
 _LIST_CONTENT = 3
 _LIST_FIELDS: dict[int, tuple[type, ...]] = {
     0: (str,), 1: (int,), 2: (int,), 3: (ManifestContent,), 4: (int,), 5: (int,), 6: (int,),
-    **{count: (int, _NONE) for count in range(7, 13)}}
+    **{count: (int, _NONE) for count in range(7, 13)}, 15: (int, _NONE)}  # 15: first_row_id
 _ENTRY_FIELDS: dict[int, tuple[type, ...]] = {
     0: (ManifestEntryStatus,), 1: (int, _NONE), 2: (int, _NONE), 3: (int, _NONE),
     4: (DataFile,)}
@@ -122,7 +125,10 @@ class ManifestReader:
     locations: TableLocations
     limits: CommitLimits = field(default_factory=CommitLimits)
     entries_read: int = 0
+    list_records_read: int = 0
     _claimed_lists: set[str] = field(default_factory=set, init=False, repr=False)
+    _lists_here: dict[str, tuple[ManifestFile, ...]] = field(default_factory=dict, init=False,
+                                                             repr=False)
     _committed: set[_CacheKey] = field(default_factory=set, init=False, repr=False)
     _held_here: dict[_CacheKey, _LiveKeys] = field(default_factory=dict, init=False, repr=False)
 
@@ -134,7 +140,7 @@ class ManifestReader:
         """The manifests a new snapshot's list names (the list must be under the table)."""
         self.locations.require(manifest_list, "manifest list")
         self._claimed_lists.add(manifest_list)
-        return self._listed(manifest_list)
+        return self._listed(manifest_list, committed=False)
 
     def manifests(self, manifest_list: str) -> tuple[ManifestFile, ...]:
         """The manifests ``manifest_list`` names, at most ``limits.max_manifests`` of them.
@@ -142,11 +148,8 @@ class ManifestReader:
         Unless a new snapshot claims the list, they are the table's committed manifests.
         """
         if manifest_list in self._claimed_lists:
-            return self._listed(manifest_list)
-        manifests = _COMMITTED_LISTS.get(manifest_list)
-        if manifests is None:
-            manifests = self._listed(manifest_list)
-            _COMMITTED_LISTS.put(manifest_list, manifests)
+            return self._listed(manifest_list, committed=False)
+        manifests = self._listed(manifest_list, committed=True)
         self._committed.update(_cache_key(m) for m in manifests)
         return manifests
 
@@ -188,9 +191,31 @@ class ManifestReader:
             _LIVE_KEYS.put(key, held)
         return held
 
-    def _listed(self, manifest_list: str) -> tuple[ManifestFile, ...]:
-        return _guarded(f"manifest list {manifest_list!r}",
-                        lambda: self._read_list(manifest_list))
+    def _listed(self, manifest_list: str, committed: bool) -> tuple[ManifestFile, ...]:
+        """A list's manifests, parsed at most once per commit (a committed list may come from
+        the process-wide cache) and counted once against ``limits.max_list_records``."""
+        manifests = self._lists_here.get(manifest_list)
+        if manifests is not None:
+            return manifests
+        manifests = _COMMITTED_LISTS.get(manifest_list) if committed else None
+        if manifests is None:
+            manifests = _guarded(f"manifest list {manifest_list!r}",
+                                 lambda: self._read_list(manifest_list))
+            if committed:
+                _COMMITTED_LISTS.put(manifest_list, manifests)
+        self._count_list_records(len(manifests))
+        self._lists_here[manifest_list] = manifests
+        return manifests
+
+    def _count_list_records(self, records: int) -> None:
+        self._check_list_records(records)
+        self.list_records_read += records
+
+    def _check_list_records(self, records: int) -> None:
+        limit = self.limits.max_list_records
+        if self.list_records_read + records > limit:
+            raise CommitTooLarge(f"verifying the commit would read more than {limit} manifest "
+                                 "list records")
 
     def _count(self, entries: int) -> None:
         limit = self.limits.max_entries
@@ -208,6 +233,7 @@ class ManifestReader:
             for manifest in reader:
                 if len(manifests) == limit:
                     raise CommitTooLarge(f"a manifest list names more than {limit} manifests")
+                self._check_list_records(len(manifests) + 1)  # stop reading once beyond
                 _default_content(manifest)
                 _check_fields(manifest, _LIST_FIELDS, "manifest list record")
                 manifests.append(manifest)

@@ -4,7 +4,8 @@
 loads the table or asks the policy anything: a body that is not an object, ``requirements`` or
 ``updates`` that are not lists of objects, an update without a string ``action`` or a requirement
 without a string ``type`` is a 400; more than ``CommitLimits.max_updates`` updates (or
-requirements) is a 413. ``classify_commit`` runs it too.
+requirements), or more than ``CommitLimits.max_snapshots`` ``add-snapshot`` updates (each costs a
+manifest list and its manifests to verify), is a 413. ``classify_commit`` runs it too.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ def check_commit_shape(body: Any, limits: CommitLimits = DEFAULT_LIMITS) -> None
                 raise UnverifiableCommit(f"{name} {tag} {item[tag]!r:.60} must be lower-case")
     for requirement in body.get("requirements") or []:
         _check_requirement(requirement)
+    snapshots = sum(1 for u in body.get("updates") or [] if u["action"] == "add-snapshot")
+    if snapshots > limits.max_snapshots:
+        raise PayloadTooLarge(f"a table commit may add at most {limits.max_snapshots} snapshots")
 
 
 _REQUIREMENT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {

@@ -32,6 +32,8 @@ class ClaimedSnapshot:
     manifest_list: str
     summary: Mapping[str, str] = field(default_factory=dict)
     sequence_number: int = 0  # absent in v1 (and written only when positive)
+    first_row_id: int | None = None  # format 3: the first row id it assigns (``lineage``)
+    added_rows: int | None = None  # format 3: how many row ids it assigns
 
     @property
     def operation(self) -> str | None:
@@ -78,13 +80,15 @@ def parse_snapshot(raw: Any) -> ClaimedSnapshot:
         summary={str(k): str(v) for k, v in summary.items()},
         sequence_number=optional_id(raw.get("sequence-number"),
                                     "add-snapshot sequence-number") or 0,
+        first_row_id=optional_id(raw.get("first-row-id"), "add-snapshot first-row-id"),
+        added_rows=optional_id(raw.get("added-rows"), "add-snapshot added-rows"),
     )
 
 
 def require_id(value: Any, what: str) -> int:
     """A snapshot id (a JSON integer, not a boolean)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise UnverifiableCommit(f"{what} must be an integer, not {value!r}")
+        raise UnverifiableCommit(f"{what} must be an integer, not {value!r:.40}")
     return value
 
 

@@ -233,7 +233,7 @@ def test_stale_parent_is_refused(catalog: RecordingSqlCatalog, table: Table) -> 
     table.append(rows([5], ["us"]))  # main moves on: its manifest is not in the stale list
     stale["requirements"] = [r for r in stale["requirements"]
                              if r["type"] != "assert-ref-snapshot-id"]
-    with pytest.raises(UnverifiableCommit, match="names parent .* but ref 'main' is at") as exc:
+    with pytest.raises(UnverifiableCommit, match=r"names parent .* but ref 'main' is at") as exc:
         classify_commit(stale, catalog.load_table("db.t").metadata, table.io)
     assert exc.value.status == 400
 
