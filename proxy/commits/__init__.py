@@ -11,7 +11,11 @@ Public API::
 ``intent.actions`` is every right the commit needs; ``intent.evidence`` (``to_dict()``) is what
 the audit record shows. A commit that cannot be verified raises ``UnverifiableCommit`` (400),
 one that references a file outside the table's locations too (before reading it), one whose
-verification would exceed ``CommitLimits`` ``CommitTooLarge`` (400).
+verification would exceed ``CommitLimits`` ``CommitTooLarge`` (400: manifests per list, list
+records and entries read per commit), one that adds more than ``max_snapshots`` snapshots or
+carries more than ``max_updates`` updates ``PayloadTooLarge`` (413, before any read). A data
+snapshot must be built on its ref's predecessor (the asserted or current snapshot; a ref that is
+new or removed earlier in the commit has none): one naming another parent, or none, is refused.
 
 Modules: ``classify`` (orchestration, ref analysis), ``updates`` (one classifier per update
 action, the dispatch table and the start-up check), ``snapshots`` (claimed snapshots, which state
@@ -19,15 +23,17 @@ each replaces), ``refs`` (ref type and retention changes), ``diff`` (what a snap
 manifests), ``history`` (what a snapshot carries over must be unchanged), ``rules`` (change ->
 action, summary checks), ``manifests`` (reading, within limits), ``confine`` (the table's
 locations), ``shape`` (the cheap checks), ``listing`` (fresh manifests' list records against their
-entries), ``rows`` / ``rowfiles`` / ``rowkeys`` / ``rowscope`` / ``rowstats`` (row-level checks:
-which deletes readers apply, metrics and partitions against content), ``timeline`` (snapshot
-timestamps in order), ``intent`` (result types).
+entries), ``lineage`` (format-3 row ids: ``first-row-id``, ``added-rows``, manifests'
+``first_row_id``), ``rows`` / ``rowfiles`` / ``rowkeys`` / ``rowscope`` / ``rowstats``
+(row-level checks: which deletes readers apply, metrics and partitions against content),
+``timeline`` (snapshot timestamps in order), ``intent`` (result types).
 
 History: a snapshot that alters a manifest or entry it carries over from its predecessor (a kept
 manifest's sequence number or counts, a re-listed file's bounds), re-lists an EXISTING or DELETED
 entry that no replaced manifest held live, writes a manifest-list record for a fresh manifest that
 its entries contradict (counts, sequence numbers, partition summaries: ``listing``), or — while
 delete files are live — lists again or removes a file that a kept manifest still holds live,
+or, in a format-3 table, assigns other row ids than the table's next ones (``lineage``),
 rewrites history: it is an UPDATE, never verified, whatever it claims (see ``history``). A file's
 identity is its canonical location (``confine.canonical_location``): one physical file under two
 spellings is one file.
