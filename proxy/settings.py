@@ -82,6 +82,15 @@ class Settings(BaseSettings):
     audit: AuditSettings = Field(default_factory=AuditSettings)
 
     @model_validator(mode="after")
+    def _catalog_names_are_names(self) -> Settings:
+        for name in (self.catalog_name, *self.catalogs.values()):
+            if name in ("", ".", "..") or any(c in name for c in "/\\.\"*,") \
+                    or not name.isprintable() or name != name.strip():
+                raise ValueError(f"catalog name {name!r} is not a plain name (policy resources "
+                                 "start with it)")
+        return self
+
+    @model_validator(mode="after")
     def _one_backing_credential(self) -> Settings:
         if self.catalog_token is not None and self.catalog_credential is not None:
             raise ValueError("set catalog_token or catalog_credential, not both")

@@ -28,6 +28,10 @@ class CommitLimits(BaseModel):
         default=50_000, ge=1,
         description="Manifest-list records read to verify one commit, over every list it reads "
                     "(each list is read once per commit; 400 beyond).")
+    max_manifests_read: int = Field(
+        default=2_000, ge=1,
+        description="Manifest files opened to verify one commit (each open has a fixed cost; "
+                    "400 beyond). Ordinary commits open a handful.")
     row_bytes_budget: int = Field(
         default=1024 * 1024 * 1024, ge=0,
         description="What verifying rows may cost for one commit, in bytes of decoded data "

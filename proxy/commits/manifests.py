@@ -125,6 +125,7 @@ class ManifestReader:
     locations: TableLocations
     limits: CommitLimits = field(default_factory=CommitLimits)
     entries_read: int = 0
+    manifests_opened: int = 0
     list_records_read: int = 0
     _claimed_lists: set[str] = field(default_factory=set, init=False, repr=False)
     _lists_here: dict[str, tuple[ManifestFile, ...]] = field(default_factory=dict, init=False,
@@ -240,6 +241,10 @@ class ManifestReader:
         return tuple(manifests)
 
     def _read_raw(self, manifest: ManifestFile) -> list[ManifestEntry]:
+        limit = self.limits.max_manifests_read
+        if self.manifests_opened >= limit:
+            raise CommitTooLarge(f"verifying the commit would open more than {limit} manifests")
+        self.manifests_opened += 1
         entries: list[ManifestEntry] = []
         with _avro(self.io, manifest.manifest_path, MANIFEST_ENTRY_SCHEMAS[3],
                    {-1: ManifestEntry, 2: DataFile},

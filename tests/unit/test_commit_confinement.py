@@ -228,6 +228,17 @@ def test_too_many_manifests_in_a_list(crafter: Crafter) -> None:
     assert ok.evidence.verified
 
 
+def test_too_many_manifests_opened_for_one_commit(crafter: Crafter) -> None:
+    sid = next(_ids)
+    fresh = [crafter.manifest(sid, [(ADDED, new_data(f"m{i}", 1), 0)]) for i in range(3)]
+    body = crafter.body(crafter.snapshot(sid, [*fresh, *crafter.parent_manifests()], "append"))
+    table = crafter.table
+    with pytest.raises(CommitTooLarge, match="open more than 2 manifests"):
+        classify_commit(body, table.metadata, table.io, limits=CommitLimits(max_manifests_read=2))
+    assert classify_commit(body, table.metadata, table.io,
+                           limits=CommitLimits(max_manifests_read=3)).evidence.verified
+
+
 def test_too_many_entries_read_for_one_commit(crafter: Crafter) -> None:
     sid = next(_ids)
     added = crafter.manifest(sid, [(ADDED, new_data(f"e{i}", 1), 0) for i in range(3)])

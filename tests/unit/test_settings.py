@@ -91,3 +91,14 @@ def test_explicit_paths_win(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.policy.policy_path == Path("/etc/icegov/policy.csv")
     assert not settings.policy.is_demo
     assert PolicySettings(policy_path=Path("x.csv")).model_path == defaults.packaged("model.conf")
+
+
+@pytest.mark.parametrize("variable,value", [
+    ("ICEGOV__CATALOG_NAME", "a.b"), ("ICEGOV__CATALOG_NAME", ".."),
+    ("ICEGOV__CATALOGS", '{"wh2": "x/y"}'), ("ICEGOV__CATALOGS", '{"wh2": "*"}'),
+])
+def test_catalog_names_must_be_plain_names(monkeypatch: pytest.MonkeyPatch, variable: str,
+                                           value: str) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SettingsError, match="not a plain name"):
+        load_settings()
