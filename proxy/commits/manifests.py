@@ -26,8 +26,6 @@ large does not depend on what was read before.
 from __future__ import annotations
 
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -52,6 +50,7 @@ from pyiceberg.typedef import Record
 from proxy.commits.confine import TableLocations, canonical_location
 from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.limits import CommitLimits
+from proxy.commits.lru import SizedLru
 
 T = TypeVar("T")
 FileKey = tuple[bool, str, int | None]  # ``ContentFile.key``
@@ -268,64 +267,11 @@ class _LiveKeys:
     min_sequence: int | None = None  # lowest data sequence number of a live file
 
 
-class _LiveKeyCache:
-    """Least recently used ``_LiveKeys`` of committed manifests, at most ``max_keys`` file keys
-    in all (a manifest holding more is not kept); shared by the threads classifying commits."""
+_LIVE_KEYS: SizedLru[_CacheKey, _LiveKeys] = SizedLru(200_000, lambda held: len(held.keys))
+"""What committed manifests hold live, at most 200,000 file keys in all."""
 
-    def __init__(self, max_keys: int) -> None:
-        self._max_keys = max_keys
-        self._held: OrderedDict[_CacheKey, _LiveKeys] = OrderedDict()
-        self._size = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: _CacheKey) -> _LiveKeys | None:
-        with self._lock:
-            held = self._held.get(key)
-            if held is not None:
-                self._held.move_to_end(key)
-            return held
-
-    def put(self, key: _CacheKey, held: _LiveKeys) -> None:
-        if len(held.keys) > self._max_keys:
-            return
-        with self._lock:
-            previous = self._held.pop(key, None)
-            self._size -= 0 if previous is None else len(previous.keys)
-            self._held[key] = held
-            self._size += len(held.keys)
-            while self._size > self._max_keys:
-                _, evicted = self._held.popitem(last=False)
-                self._size -= len(evicted.keys)
-
-
-_LIVE_KEYS = _LiveKeyCache(max_keys=200_000)
-
-
-class _ListCache:
-    """The manifests of committed manifest lists (immutable files), least recently used first
-    out; a list a commit claims is never served from here."""
-
-    def __init__(self, max_lists: int) -> None:
-        self._max = max_lists
-        self._lists: OrderedDict[str, tuple[ManifestFile, ...]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, path: str) -> tuple[ManifestFile, ...] | None:
-        with self._lock:
-            found = self._lists.get(path)
-            if found is not None:
-                self._lists.move_to_end(path)
-            return found
-
-    def put(self, path: str, manifests: tuple[ManifestFile, ...]) -> None:
-        with self._lock:
-            self._lists[path] = manifests
-            self._lists.move_to_end(path)
-            while len(self._lists) > self._max:
-                self._lists.popitem(last=False)
-
-
-_COMMITTED_LISTS = _ListCache(max_lists=256)
+_COMMITTED_LISTS: SizedLru[str, tuple[ManifestFile, ...]] = SizedLru(256)
+"""The manifests of committed manifest lists; a list a commit claims is never served from here."""
 
 
 def _cache_key(manifest: ManifestFile) -> _CacheKey:
