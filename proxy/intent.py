@@ -132,7 +132,17 @@ def _single_query(inbound: InboundRequest, name: str) -> str | None:
     return values[0] if values else None
 
 
+def _check_page_size(inbound: InboundRequest) -> None:
+    size = _single_query(inbound, "pageSize")
+    if size is not None and not (size.isdigit() and 0 < int(size) <= MAX_PAGE_SIZE):
+        raise BadRequest(f"pageSize must be an integer from 1 to {MAX_PAGE_SIZE}")
+
+
+MAX_PAGE_SIZE = 10_000
+
+
 def _list_namespaces(inbound: InboundRequest, names: Names) -> Intent:
+    _check_page_size(inbound)
     parent = _single_query(inbound, "parent")
     if parent is None:
         return Intent((Need(Action.LIST, Resource(names.catalog)),), listing="namespaces")
@@ -141,13 +151,36 @@ def _list_namespaces(inbound: InboundRequest, names: Names) -> Intent:
 
 
 def _list_tables(inbound: InboundRequest, names: Names) -> Intent:
+    _check_page_size(inbound)
     resource = _path_namespace(inbound, names)
     return Intent((Need(Action.LIST, resource),), hide=(resource,), listing="identifiers")
 
 
 def _create_namespace(inbound: InboundRequest, names: Names) -> Intent:
-    resource = names.namespace(_body(inbound).get("namespace"))
-    return Intent((Need(Action.CREATE_NAMESPACE, resource),))
+    body = _body(inbound)
+    resource = names.namespace(body.get("namespace"))
+    needs = [Need(Action.CREATE_NAMESPACE, resource)]
+    properties = body.get("properties")
+    if isinstance(properties, dict) and NAMESPACE_LOCATION in properties:
+        needs.append(Need(Action.REGISTER_TABLE, resource))
+    return Intent(tuple(needs))
+
+
+def _update_namespace_properties(inbound: InboundRequest, names: Names) -> Intent:
+    """ALTER_NAMESPACE; changing the namespace's ``location`` (where its new tables' files go
+    by default, so over another table's files if one likes) also needs REGISTER_TABLE."""
+    body = _body(inbound)
+    resource = _path_namespace(inbound, names)
+    needs = [Need(Action.ALTER_NAMESPACE, resource)]
+    updates, removals = body.get("updates"), body.get("removals")
+    if (isinstance(updates, dict) and NAMESPACE_LOCATION in updates) or (
+            isinstance(removals, list) and NAMESPACE_LOCATION in removals):
+        needs.append(Need(Action.REGISTER_TABLE, resource))
+    return Intent(tuple(needs), hide=(resource,))
+
+
+NAMESPACE_LOCATION = "location"
+"""The namespace property catalogs place new tables under."""
 
 
 def _named_in_body(action: Action) -> IntentFn:
@@ -218,7 +251,7 @@ INTENTS: dict[str, IntentFn] = {
     "load_namespace": _on_namespace(Action.DESCRIBE),
     "namespace_exists": _on_namespace(Action.DESCRIBE),
     "drop_namespace": _on_namespace(Action.DROP_NAMESPACE),
-    "update_namespace_properties": _on_namespace(Action.ALTER_NAMESPACE),
+    "update_namespace_properties": _update_namespace_properties,
     "list_tables": _list_tables,
     "create_table": _named_in_body(Action.CREATE_TABLE),
     "register_table": _named_in_body(Action.REGISTER_TABLE),

@@ -39,9 +39,11 @@ class ListingHandlers:
             return relayed(upstream, upstream.content)
         body = _listing(upstream.content, key)
         visible = self._visible_entries(principal, admission.catalog, body[key], resource_of)
-        pages = 1
-        while not visible and body.get("next-page-token") and pages < MAX_HIDDEN_PAGES:
+        pages, tokens = 1, {_token(inbound.query_string)}
+        while (body[key] and not visible and body.get("next-page-token")
+               and str(body["next-page-token"]) not in tokens and pages < MAX_HIDDEN_PAGES):
             # a page of nothing but hidden entries would tell that they exist: skip past it
+            tokens.add(str(body["next-page-token"]))
             query = _with_page_token(inbound.query_string, str(body["next-page-token"]))
             following = await self._forwarder.fetch(inbound.raw_path, query, inbound.headers)
             if following.status_code != 200:
@@ -72,6 +74,13 @@ def _listing(content: bytes, key: str) -> dict[str, Any]:
     if not isinstance(entries, list):
         raise BackingUnavailable("the backing catalog's listing is unreadable")
     return dict(body)
+
+
+def _token(query: bytes) -> str | None:
+    for key, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
+        if key == "pageToken":
+            return value
+    return None
 
 
 def _with_page_token(query: bytes, token: str) -> bytes:

@@ -32,20 +32,20 @@ def check_snapshot_times(body: Mapping[str, Any], base: TableMetadata | None,
     last_sequence = int(getattr(base, "last_sequence_number", 0) or 0)
     versioned = base is None or base.format_version >= 2
     for snapshot in _added(body):
-        stamp = _integer(snapshot.get("timestamp-ms"), "timestamp-ms")
-        if stamp < last_stamp - ORDER_TOLERANCE_MS or stamp > now_ms + FUTURE_TOLERANCE_MS:
-            raise UnverifiableCommit(
-                "add-snapshot timestamp-ms would put the table's snapshot log out of order "
-                "(before the snapshot it follows, or in the future)")
-        last_stamp = max(last_stamp, stamp)
         sequence = snapshot.get("sequence-number")
-        if versioned and sequence is not None:
+        if versioned and sequence is not None:  # first: a stale client must get its 409
             number = _integer(sequence, "sequence-number")
             if number <= last_sequence:  # a client built on a stale base: retryable
                 raise CommitFailed(
                     f"add-snapshot sequence-number {number} does not rise above the table's "
                     f"last sequence number {last_sequence}: the table changed, retry")
             last_sequence = number
+        stamp = _integer(snapshot.get("timestamp-ms"), "timestamp-ms")
+        if stamp < last_stamp - ORDER_TOLERANCE_MS or stamp > now_ms + FUTURE_TOLERANCE_MS:
+            raise UnverifiableCommit(
+                "add-snapshot timestamp-ms would put the table's snapshot log out of order "
+                "(before the snapshot it follows, or in the future)")
+        last_stamp = max(last_stamp, stamp)
 
 
 def _added(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -68,6 +68,5 @@ def _integer(value: Any, what: str) -> int:
 def _last_logged(base: TableMetadata | None) -> int:
     if base is None:
         return 0
-    stamps = [entry.timestamp_ms for entry in base.snapshot_log]
-    stamps += [snapshot.timestamp_ms for snapshot in base.snapshots]
-    return max(stamps, default=0)
+    # the log readers check (staged and branch snapshots are not in it)
+    return max((entry.timestamp_ms for entry in base.snapshot_log), default=0)

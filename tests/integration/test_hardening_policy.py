@@ -31,6 +31,8 @@ g, builder, writer
 p, builder, icegov.demo.*, CREATE_TABLE, allow
 p, builder, icegov.demo.*, DROP_TABLE, allow
 p, builder, icegov.demo.*, ALTER, allow
+p, builder, icegov.*, CREATE_NAMESPACE, allow
+p, builder, icegov.demo, ALTER_NAMESPACE, allow
 p, analyst, icegov.demo."q3 payroll", *, deny
 p, builder, icegov.demo."q3 payroll", *, deny
 p, analyst, icegov.demo.payroll, *, deny
@@ -166,3 +168,20 @@ def test_moving_an_existing_tables_files_needs_register_table(
         assert "REGISTER_TABLE" in error["message"]
     assert builder.post(path, json={"updates": [
         {"action": "set-properties", "updates": {"comment": "fine"}}]}).status_code == 200
+
+
+def test_a_namespace_location_that_places_new_tables_needs_register_table(
+        guarded: RunningProxy, builder: httpx.Client) -> None:
+    """A namespace's ``location`` is where its new tables' files go by default: setting it is
+    choosing where files go, over another table's if one likes."""
+    name = f"nx{uuid.uuid4().hex[:6]}"
+    placed = {"namespace": [name], "properties": {"location": vault_location(guarded)}}
+    error = assert_error_model(builder.post("/v1/namespaces", json=placed), 403)
+    assert "REGISTER_TABLE" in error["message"]
+    assert builder.post("/v1/namespaces", json={"namespace": [name]}).status_code == 200
+    for change in ({"updates": {"location": vault_location(guarded)}},
+                   {"removals": ["location"]}):
+        refused = builder.post("/v1/namespaces/demo/properties", json=change)
+        assert "REGISTER_TABLE" in assert_error_model(refused, 403)["message"]
+    plain = builder.post("/v1/namespaces/demo/properties", json={"updates": {"team": "x"}})
+    assert plain.status_code == 200, plain.text

@@ -301,3 +301,28 @@ def test_pages_of_only_hidden_entries_are_skipped_not_shown_empty() -> None:
     assert response.json() == {"namespaces": [["demo"]], "next-page-token": "p4"}
     assert [r.url.params.get("pageToken") for r in upstream.seen] == [None, "p2", "p3"]
     assert all(r.url.params.get("pageSize") == "2" for r in upstream.seen)
+
+
+def test_page_skipping_never_loops_on_empty_or_repeated_pages() -> None:
+    def answer(_: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"namespaces": [], "next-page-token": "0"})
+
+    upstream = Upstream(answer)
+    with client_for(upstream) as client:
+        analyst = icegov_token(client, "analyst:analyst-secret")
+        auth = {"authorization": f"Bearer {analyst}"}
+        assert client.get("/v1/namespaces?pageSize=5", headers=auth).json()["namespaces"] == []
+        for size in ("0", "-1", "x", "100000"):
+            assert_error_model(client.get(f"/v1/namespaces?pageSize={size}", headers=auth), 400)
+    assert len(upstream.seen) == 1  # an empty page is not a page of hidden entries
+
+
+def test_a_repeated_page_token_stops_the_skipping() -> None:
+    def answer(_: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"namespaces": [["secret"]], "next-page-token": "t"})
+
+    upstream = Upstream(answer)
+    with client_for(upstream) as client:
+        analyst = icegov_token(client, "analyst:analyst-secret")
+        client.get("/v1/namespaces", headers={"authorization": f"Bearer {analyst}"})
+    assert [r.url.params.get("pageToken") for r in upstream.seen] == [None, "t"]
