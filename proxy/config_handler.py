@@ -16,9 +16,7 @@ from proxy.backing.forward import Forwarder, relayed
 from proxy.backing.offers import CONFIG_PATH, BackingOffers
 from proxy.errors import BackingUnavailable
 from proxy.inbound import InboundRequest
-from proxy.routes import ENDPOINTS
-
-_FORWARDABLE = frozenset(e.spec for e in ENDPOINTS if e.name not in ("get_config", "oauth_tokens"))
+from proxy.routes import FORWARDABLE
 
 
 class ConfigHandler:
@@ -40,5 +38,5 @@ class ConfigHandler:
             raise BackingUnavailable("backing catalog config is not a JSON object")
         offer = (self._offers.learn(upstream.content) if not inbound.query_string
                  else self._offers.parse(config))
-        config["endpoints"] = sorted(offer.endpoints & _FORWARDABLE)
+        config["endpoints"] = sorted(offer.endpoints & FORWARDABLE)
         return JSONResponse(config)

@@ -28,6 +28,7 @@ from proxy.identity import Authenticator
 from proxy.inbound import InboundRequest
 from proxy.intent import PUBLIC_ENDPOINTS, Intent, Names, Need, intent_of
 from proxy.resources import Resource
+from proxy.routes import SELF_SERVED
 
 COMMIT_RIGHTS: tuple[Action, ...] = (
     Action.INSERT, Action.DELETE, Action.UPDATE, Action.REWRITE, Action.MANAGE_SNAPSHOTS,
@@ -35,8 +36,6 @@ COMMIT_RIGHTS: tuple[Action, ...] = (
 )
 """Holding none of these on a table means no commit to it can be allowed."""
 
-SELF_SERVED = frozenset({"get_config", "oauth_tokens"})
-"""Endpoints icegov answers without the backing catalog offering them."""
 
 
 class CatalogNames:

@@ -6,10 +6,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from proxy.backing.forward import Forwarder
+from proxy.backing.offers import CONFIG_PATH
 from proxy.errors import BackingUnavailable, IcebergError
 from proxy.policy import PolicyAuthorizer
-
-CONFIG_PATH = b"/v1/config"
 
 
 async def healthz(_: Request) -> JSONResponse:

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from proxy.commits.confine import LOCATION_PROPERTIES
 from proxy.errors import BadRequest, PayloadTooLarge
 from proxy.governance import Action
 from proxy.inbound import InboundRequest
+from proxy.locations import LOCATION_PROPERTIES, NAMESPACE_LOCATION
 from proxy.resources import Resource, validate_name, validate_namespace
 from proxy.routes import ENDPOINTS, NAMESPACE_SEPARATOR
 
@@ -177,10 +177,6 @@ def _update_namespace_properties(inbound: InboundRequest, names: Names) -> Inten
             isinstance(removals, list) and NAMESPACE_LOCATION in removals):
         needs.append(Need(Action.REGISTER_TABLE, resource))
     return Intent(tuple(needs), hide=(resource,))
-
-
-NAMESPACE_LOCATION = "location"
-"""The namespace property catalogs place new tables under."""
 
 
 def _named_in_body(action: Action) -> IntentFn:

@@ -102,6 +102,12 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", "/v1/{prefix}/views/rename", "rename_view", json_body=True),
 )
 
+SELF_SERVED = frozenset({"get_config", "oauth_tokens"})
+"""Endpoints icegov answers whatever the backing advertises (config, tokens)."""
+
+FORWARDABLE = frozenset(e.spec for e in ENDPOINTS if e.name not in SELF_SERVED)
+"""Every endpoint icegov may forward, as the config ``endpoints`` list spells it."""
+
 _PARAM = re.compile(r"\{(\w+)\}")
 
 

@@ -20,10 +20,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table.metadata import TableMetadata
 
 from proxy.errors import BadRequest
-
-LOCATION_PROPERTIES = ("write.data.path", "write.metadata.path", "write.object-storage.path",
-                       "write.folder-storage.path")
-NAMESPACE_LOCATION = "location"
+from proxy.locations import LOCATION_PROPERTIES, NAMESPACE_LOCATION
 
 
 class Warehouse:

@@ -37,12 +37,7 @@ from urllib.parse import unquote
 from pyiceberg.table.metadata import TableMetadata
 
 from proxy.commits.intent import UnverifiableCommit
-
-LOCATION_PROPERTIES: tuple[str, ...] = (
-    "write.data.path", "write.metadata.path", "write.object-storage.path",
-    "write.folder-storage.path",
-)
-"""Table properties that name a root the table writes files under."""
+from proxy.locations import LOCATION_PROPERTIES
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$", re.DOTALL)
 _SHOWN = 120

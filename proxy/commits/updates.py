@@ -33,10 +33,10 @@ from typing import Any
 
 from pyiceberg.table.metadata import TableMetadata
 
-from proxy.commits.confine import LOCATION_PROPERTIES
 from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.snapshots import ClaimedSnapshot, optional_id, parse_snapshot, require_id
 from proxy.governance import TABLE_ACTIONS, Action
+from proxy.locations import LOCATION_PROPERTIES
 
 SPEC_TABLE_UPDATES: tuple[str, ...] = (
     "assign-uuid", "upgrade-format-version", "add-schema", "set-current-schema", "add-spec",
