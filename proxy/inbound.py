@@ -29,7 +29,7 @@ from urllib.parse import parse_qs
 from anyio import to_thread
 from starlette.types import Receive, Scope
 
-from proxy.errors import MalformedJson, PayloadTooLarge
+from proxy.errors import BadRequest, MalformedJson, PayloadTooLarge
 from proxy.routes import RouteMatch
 
 MAX_JSON_DEPTH = 64
@@ -71,8 +71,16 @@ class InboundRequest:
         return None
 
     def query(self, name: str) -> str | None:
-        """A decoded query-string parameter (its first value), or None."""
-        values = parse_qs(self.query_string.decode("latin-1")).get(name)
+        """A decoded query-string parameter, or None; 400 when it is given more than once (a
+        backing that takes the last value must not act on another one than was checked) or is
+        not valid UTF-8."""
+        try:
+            values = parse_qs(self.query_string.decode("latin-1"), keep_blank_values=True,
+                              errors="strict").get(name, [])
+        except UnicodeDecodeError as exc:
+            raise BadRequest(f"query parameter {name!r} is not valid UTF-8") from exc
+        if len(values) > 1:
+            raise BadRequest(f"query parameter {name!r} given more than once")
         return values[0] if values else None
 
     def json(self) -> Any:

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs
 
 from proxy.errors import BadRequest, PayloadTooLarge
 from proxy.governance import Action
@@ -119,21 +118,8 @@ def _authenticated(_: InboundRequest, __: Names) -> Intent:
     return Intent()
 
 
-def _single_query(inbound: InboundRequest, name: str) -> str | None:
-    """A query parameter that names something: at most once (a backing that takes the last
-    value must not act on another name than the one authorized), valid UTF-8."""
-    try:
-        values = parse_qs(inbound.query_string.decode("latin-1"), keep_blank_values=True,
-                          errors="strict").get(name, [])
-    except UnicodeDecodeError as exc:
-        raise BadRequest(f"query parameter {name!r} is not valid UTF-8") from exc
-    if len(values) > 1:
-        raise BadRequest(f"query parameter {name!r} given more than once")
-    return values[0] if values else None
-
-
 def _check_page_size(inbound: InboundRequest) -> None:
-    size = _single_query(inbound, "pageSize")
+    size = inbound.query("pageSize")
     if size is not None and not (size.isdigit() and 0 < int(size) <= MAX_PAGE_SIZE):
         raise BadRequest(f"pageSize must be an integer from 1 to {MAX_PAGE_SIZE}")
 
@@ -143,7 +129,7 @@ MAX_PAGE_SIZE = 10_000
 
 def _list_namespaces(inbound: InboundRequest, names: Names) -> Intent:
     _check_page_size(inbound)
-    parent = _single_query(inbound, "parent")
+    parent = inbound.query("parent")
     if parent is None:
         return Intent((Need(Action.LIST, Resource(names.catalog)),), listing="namespaces")
     resource = names.namespace(parent.split(NAMESPACE_SEPARATOR), "parent")
