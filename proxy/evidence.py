@@ -19,7 +19,8 @@ from proxy.backing.tables import BackingRefused, TableState, parse_table_state, 
 from proxy.commits import check_commit_shape, classify_commit, creates_table
 from proxy.commits.confine import locations_from
 from proxy.commits.limits import CommitLimits
-from proxy.commits.timeline import check_snapshot_times
+from proxy.commits.snapshots import added_snapshots
+from proxy.commits.timeline import check_snapshot_order
 from proxy.errors import BackingUnavailable
 from proxy.governance import Action
 from proxy.inbound import InboundRequest
@@ -47,14 +48,14 @@ class ChangeClassifier:
 
     async def _classify(self, inbound: InboundRequest, change: TableChange) -> ClassifiedChange:
         if creates_table(change.body):
-            check_snapshot_times(change.body, None, int(time.time() * 1000))
+            check_snapshot_order(added_snapshots(change.body), None, _now_ms())
             intent = await run_in_threadpool(
                 partial(classify_commit, limits=self._limits), change.body, None, _DEFAULT_IO)
             if await self._chooses_location(inbound, change):
                 intent = replace(intent, actions=intent.actions | {Action.REGISTER_TABLE})
             return ClassifiedChange(change.resource, change.body, intent, None)
         base = await self.load(inbound, change)
-        check_snapshot_times(change.body, base.metadata, int(time.time() * 1000))
+        check_snapshot_order(added_snapshots(change.body), base.metadata, _now_ms())
         intent = await run_in_threadpool(
             partial(classify_commit, limits=self._limits), change.body, base.metadata, base.io)
         return ClassifiedChange(change.resource, change.body, intent, base)
@@ -108,6 +109,10 @@ def _first_schema(body: dict[str, Any]) -> Any:
         if isinstance(update, dict) and update.get("action") == "add-schema":
             return update.get("schema") or _EMPTY_SCHEMA
     return _EMPTY_SCHEMA
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 _DEFAULT_IO: FileIO = load_file_io({}, None)

@@ -31,6 +31,7 @@ class ClaimedSnapshot:
     parent_id: int | None
     manifest_list: str
     summary: Mapping[str, str] = field(default_factory=dict)
+    timestamp_ms: int = 0
     sequence_number: int = 0  # absent in v1 (and written only when positive)
     first_row_id: int | None = None  # format 3: the first row id it assigns (``lineage``)
     added_rows: int | None = None  # format 3: how many row ids it assigns
@@ -78,11 +79,19 @@ def parse_snapshot(raw: Any) -> ClaimedSnapshot:
         parent_id=optional_id(raw.get("parent-snapshot-id"), "add-snapshot parent-snapshot-id"),
         manifest_list=manifest_list,
         summary={str(k): str(v) for k, v in summary.items()},
+        timestamp_ms=require_id(raw.get("timestamp-ms"), "add-snapshot timestamp-ms"),
         sequence_number=optional_id(raw.get("sequence-number"),
                                     "add-snapshot sequence-number") or 0,
         first_row_id=optional_id(raw.get("first-row-id"), "add-snapshot first-row-id"),
         added_rows=optional_id(raw.get("added-rows"), "add-snapshot added-rows"),
     )
+
+
+def added_snapshots(body: Mapping[str, Any]) -> list[ClaimedSnapshot]:
+    """The snapshots a commit body adds, in commit order (for checks made before classifying)."""
+    updates = body.get("updates") or []
+    return [parse_snapshot(u.get("snapshot")) for u in updates
+            if isinstance(u, Mapping) and u.get("action") == "add-snapshot"]
 
 
 def require_id(value: Any, what: str) -> int:

@@ -13,56 +13,39 @@ Each snapshot is checked against the table *and* against the snapshots before it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable
 
 from pyiceberg.table.metadata import TableMetadata
 
 from proxy.commits.intent import UnverifiableCommit
+from proxy.commits.snapshots import ClaimedSnapshot
 from proxy.errors import CommitFailed
 
 ORDER_TOLERANCE_MS = 60_000  # what Java readers tolerate between snapshot log entries
 FUTURE_TOLERANCE_MS = ORDER_TOLERANCE_MS  # more would let one snapshot lock others out
 
 
-def check_snapshot_times(body: Mapping[str, Any], base: TableMetadata | None,
+def check_snapshot_order(added: Iterable[ClaimedSnapshot], base: TableMetadata | None,
                          now_ms: int) -> None:
-    """Refuse (400) an ``add-snapshot`` out of time or sequence order (see the module doc)."""
+    """Refuse the commit's snapshots (in commit order) when out of sequence (409) or time (400)
+    order; see the module doc."""
     last_stamp = _last_logged(base)
     last_sequence = int(getattr(base, "last_sequence_number", 0) or 0)
     versioned = base is None or base.format_version >= 2
-    for snapshot in _added(body):
-        sequence = snapshot.get("sequence-number")
-        if versioned and sequence is not None:  # first: a stale client must get its 409
-            number = _integer(sequence, "sequence-number")
+    for snapshot in added:
+        number = snapshot.sequence_number  # 0: absent (format v1)
+        if versioned and number:  # first: a stale client must get its 409
             if number <= last_sequence:  # a client built on a stale base: retryable
                 raise CommitFailed(
                     f"add-snapshot sequence-number {number} does not rise above the table's "
                     f"last sequence number {last_sequence}: the table changed, retry")
             last_sequence = number
-        stamp = _integer(snapshot.get("timestamp-ms"), "timestamp-ms")
+        stamp = snapshot.timestamp_ms
         if stamp < last_stamp - ORDER_TOLERANCE_MS or stamp > now_ms + FUTURE_TOLERANCE_MS:
             raise UnverifiableCommit(
                 "add-snapshot timestamp-ms would put the table's snapshot log out of order "
                 "(before the snapshot it follows, or in the future)")
         last_stamp = max(last_stamp, stamp)
-
-
-def _added(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    found = []
-    for update in body.get("updates") or []:
-        if isinstance(update, Mapping) and update.get("action") == "add-snapshot":
-            snapshot = update.get("snapshot")
-            if not isinstance(snapshot, Mapping):
-                raise UnverifiableCommit("add-snapshot has no snapshot object")
-            found.append(snapshot)
-    return found
-
-
-def _integer(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise UnverifiableCommit(f"add-snapshot needs an integer {what}")
-    return value
 
 
 def _last_logged(base: TableMetadata | None) -> int:

@@ -10,7 +10,8 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table.metadata import TableMetadata
 
 from proxy.commits import UnverifiableCommit
-from proxy.commits.timeline import check_snapshot_times
+from proxy.commits.snapshots import ClaimedSnapshot
+from proxy.commits.timeline import check_snapshot_order
 from proxy.errors import CommitFailed
 
 
@@ -24,28 +25,31 @@ def base(tmp_path: Path) -> TableMetadata:
     return catalog.load_table("db.t").metadata
 
 
-def body(*snapshots: dict[str, int]) -> dict[str, object]:
-    return {"updates": [{"action": "add-snapshot", "snapshot": s} for s in snapshots]}
+def body(*snapshots: dict[str, int]) -> list[ClaimedSnapshot]:
+    """The commit's new snapshots, in commit order."""
+    return [ClaimedSnapshot(snapshot_id=i, parent_id=None, manifest_list="unused",
+                            timestamp_ms=s["timestamp-ms"], sequence_number=s["sequence-number"])
+            for i, s in enumerate(snapshots)]
 
 
 def test_a_stale_client_gets_a_conflict_even_with_an_old_timestamp(base: TableMetadata) -> None:
     last_log = base.snapshot_log[-1].timestamp_ms
     stale = {"sequence-number": base.last_sequence_number, "timestamp-ms": last_log - 120_000}
     with pytest.raises(CommitFailed):
-        check_snapshot_times(body(stale), base, last_log)
+        check_snapshot_order(body(stale), base, last_log)
 
 
 def test_fresh_snapshots_out_of_time_order_are_refused(base: TableMetadata) -> None:
     now = base.snapshot_log[-1].timestamp_ms + 1_000
     sequence = base.last_sequence_number
     ok = {"sequence-number": sequence + 1, "timestamp-ms": now}
-    check_snapshot_times(body(ok), base, now)
+    check_snapshot_order(body(ok), base, now)
     for snapshots in (
             [{"sequence-number": sequence + 1, "timestamp-ms": now - 120_000}],
             [{"sequence-number": sequence + 1, "timestamp-ms": now + 120_000}],
             [{"sequence-number": sequence + 1, "timestamp-ms": now + 50_000},
              {"sequence-number": sequence + 2, "timestamp-ms": now - 30_000}]):
         with pytest.raises(UnverifiableCommit, match="out of order"):
-            check_snapshot_times(body(*snapshots), base, now)
+            check_snapshot_order(body(*snapshots), base, now)
     with pytest.raises(CommitFailed):  # the second does not rise above the first
-        check_snapshot_times(body(ok, {**ok, "timestamp-ms": now + 1}), base, now)
+        check_snapshot_order(body(ok, {**ok, "timestamp-ms": now + 1}), base, now)
