@@ -49,6 +49,16 @@ def validate_name(value: object, what: str = "name") -> str:
     return value
 
 
+def is_plain_name(value: str) -> bool:
+    """A valid name that its text form writes without quotes (no dot, quote, ``*``, comma or
+    whitespace): what a catalog name must be."""
+    try:
+        validate_name(value)
+    except BadRequest:
+        return False
+    return format_segment(value) == value
+
+
 def validate_namespace(levels: object, what: str = "namespace") -> tuple[str, ...]:
     """A non-empty list of valid level names, as a tuple; else 400."""
     if not isinstance(levels, list | tuple) or not levels:

@@ -17,6 +17,7 @@ from proxy.audit import AuditSettings
 from proxy.commits.limits import CommitLimits
 from proxy.identity.settings import IdentitySettings
 from proxy.policy.settings import PolicySettings
+from proxy.resources import is_plain_name
 
 
 class Timeouts(BaseModel):
@@ -84,8 +85,7 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _catalog_names_are_names(self) -> Settings:
         for name in (self.catalog_name, *self.catalogs.values()):
-            if name in ("", ".", "..") or any(c in name for c in "/\\.\"*,") \
-                    or not name.isprintable() or name != name.strip():
+            if not is_plain_name(name):
                 raise ValueError(f"catalog name {name!r} is not a plain name (policy resources "
                                  "start with it)")
         return self
