@@ -1,5 +1,5 @@
-"""Iceberg REST plumbing: reading a request against the route table (body bounded, JSON parsed
-once) and the Starlette app shell. Nothing here governs: that is ``proxy.pipeline``."""
+"""The Starlette app shell around an Iceberg REST dispatcher, with one mapping of exceptions to
+ErrorModel answers. Nothing here governs: that is ``proxy.pipeline``."""
 
 from __future__ import annotations
 
@@ -15,35 +15,13 @@ from starlette.routing import BaseRoute
 from starlette.types import Lifespan, Receive, Scope, Send
 
 from proxy.errors import (
-    BadRequest,
     IcebergError,
-    MethodNotAllowed,
-    NotFound,
     error_body,
     error_response,
 )
-from proxy.inbound import InboundRequest, read_request
-from proxy.routes import MalformedPath, RouteTable
 
 log = structlog.get_logger("icegov")
 
-
-
-async def read_inbound(routes: RouteTable, scope: Scope, receive: Receive,
-                       max_body: int) -> InboundRequest:
-    """The request matched to its endpoint, body read (bounded) and JSON-checked."""
-    method = scope["method"]
-    raw_path: bytes = scope.get("raw_path") or scope["path"].encode("utf-8")
-    path = raw_path.decode("latin-1")
-    try:
-        route = routes.match(method, path)
-    except MalformedPath as exc:
-        raise BadRequest(str(exc)) from exc
-    if route is None:
-        if routes.path_known(path):
-            raise MethodNotAllowed(f"{method} is not allowed on this path")
-        raise NotFound("no such Iceberg REST endpoint")
-    return await read_request(scope, receive, route, max_body)
 
 
 def iceberg_app(

@@ -29,8 +29,8 @@ from urllib.parse import parse_qs
 from anyio import to_thread
 from starlette.types import Receive, Scope
 
-from proxy.errors import BadRequest, MalformedJson, PayloadTooLarge
-from proxy.routes import RouteMatch
+from proxy.errors import BadRequest, MalformedJson, MethodNotAllowed, NotFound, PayloadTooLarge
+from proxy.routes import MalformedPath, RouteMatch, RouteTable
 
 MAX_JSON_DEPTH = 64
 OFF_LOOP_BYTES = 256 * 1024
@@ -88,6 +88,23 @@ class InboundRequest:
         if self.parsed is UNPARSED:
             object.__setattr__(self, "parsed", check_json(self.body))
         return self.parsed
+
+
+async def read_routed(routes: RouteTable, scope: Scope, receive: Receive,
+                      max_body: int) -> InboundRequest:
+    """The request matched to its endpoint, body read (bounded) and JSON-checked."""
+    method = scope["method"]
+    raw_path: bytes = scope.get("raw_path") or scope["path"].encode("utf-8")
+    path = raw_path.decode("latin-1")
+    try:
+        route = routes.match(method, path)
+    except MalformedPath as exc:
+        raise BadRequest(str(exc)) from exc
+    if route is None:
+        if routes.path_known(path):
+            raise MethodNotAllowed(f"{method} is not allowed on this path")
+        raise NotFound("no such Iceberg REST endpoint")
+    return await read_request(scope, receive, route, max_body)
 
 
 async def read_request(scope: Scope, receive: Receive, route: RouteMatch,

@@ -18,10 +18,10 @@ from proxy.audit import AuditLog, AuditRecord
 from proxy.backing.forward import relayed
 from proxy.backing.tables import BackingRefused
 from proxy.context import request_id
-from proxy.dispatch import internal_error, read_inbound
+from proxy.dispatch import internal_error
 from proxy.enforce import Gate
 from proxy.errors import IcebergError, error_response
-from proxy.inbound import InboundRequest
+from proxy.inbound import InboundRequest, read_routed
 from proxy.routes import ENDPOINTS, RouteTable
 
 log = structlog.get_logger("icegov")
@@ -76,7 +76,7 @@ class GovernedDispatcher:
             return internal_error()
 
     async def _governed(self, scope: Scope, receive: Receive, record: AuditRecord) -> Response:
-        inbound = await read_inbound(self._routes, scope, receive, self._max_body)
+        inbound = await read_routed(self._routes, scope, receive, self._max_body)
         record.endpoint = inbound.route.endpoint.name
         admission = await self._gate.admit(inbound, record)
         handler = self._handlers.get(inbound.route.endpoint.name, self._forward)

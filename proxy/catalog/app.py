@@ -15,15 +15,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from proxy.errors import (
-    BadRequest,
     IcebergError,
-    MethodNotAllowed,
-    NotFound,
     error_body,
     error_response,
 )
-from proxy.inbound import InboundRequest, read_request
-from proxy.routes import MalformedPath, RouteTable
+from proxy.inbound import InboundRequest, read_routed
+from proxy.routes import RouteTable
 
 log = structlog.get_logger("icegov.catalog")
 
@@ -49,7 +46,7 @@ class CatalogApp:
 
     async def _respond(self, scope: Scope, receive: Receive) -> Response:
         try:
-            inbound = await self._read(scope, receive)
+            inbound = await read_routed(self._routes, scope, receive, self._max_body)
             handler = self._handlers.get(inbound.route.endpoint.name, self._fallback)
             return await handler(inbound)
         except IcebergError as exc:
@@ -60,20 +57,6 @@ class CatalogApp:
             return JSONResponse(
                 error_body(500, "ServiceFailureException", "internal error in the catalog"),
                 status_code=500)
-
-    async def _read(self, scope: Scope, receive: Receive) -> InboundRequest:
-        method = scope["method"]
-        raw_path: bytes = scope.get("raw_path") or scope["path"].encode("utf-8")
-        path = raw_path.decode("latin-1")
-        try:
-            route = self._routes.match(method, path)
-        except MalformedPath as exc:
-            raise BadRequest(str(exc)) from exc
-        if route is None:
-            if self._routes.path_known(path):
-                raise MethodNotAllowed(f"{method} is not allowed on this path")
-            raise NotFound(f"no Iceberg REST endpoint {method} {scope['path']}")
-        return await read_request(scope, receive, route, self._max_body)
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:
