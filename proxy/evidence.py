@@ -19,6 +19,7 @@ from proxy.backing.tables import BackingRefused, TableState, parse_table_state, 
 from proxy.commits import check_commit_shape, classify_commit, creates_table
 from proxy.commits.confine import locations_from
 from proxy.commits.limits import CommitLimits
+from proxy.commits.shape import updates_of
 from proxy.commits.snapshots import added_snapshots
 from proxy.commits.timeline import check_snapshot_order
 from proxy.errors import BackingUnavailable
@@ -91,11 +92,11 @@ class ChangeClassifier:
 
 def created_location(body: dict[str, Any]) -> str | None:
     """The location a create commit sets (its last ``set-location``), if any."""
-    found = None
-    for update in body.get("updates") or []:
-        if isinstance(update, dict) and update.get("action") == "set-location":
-            found = update.get("location") if isinstance(update.get("location"), str) else ""
-    return found
+    moves = updates_of(body, "set-location")
+    if not moves:
+        return None
+    location = moves[-1].get("location")
+    return location if isinstance(location, str) else ""
 
 
 def same_location(left: str, right: str) -> bool:
@@ -105,10 +106,8 @@ def same_location(left: str, right: str) -> bool:
 
 
 def _first_schema(body: dict[str, Any]) -> Any:
-    for update in body.get("updates") or []:
-        if isinstance(update, dict) and update.get("action") == "add-schema":
-            return update.get("schema") or _EMPTY_SCHEMA
-    return _EMPTY_SCHEMA
+    schemas = updates_of(body, "add-schema")
+    return (schemas[0].get("schema") if schemas else None) or _EMPTY_SCHEMA
 
 
 def _now_ms() -> int:

@@ -16,6 +16,7 @@ from typing import Any
 from pyiceberg.table.metadata import TableMetadata
 
 from proxy.admission import ClassifiedChange
+from proxy.commits.shape import updates_of
 
 _REF_UPDATES = frozenset({"set-snapshot-ref", "remove-snapshot-ref"})
 
@@ -37,8 +38,7 @@ def pinned_requirements(body: dict[str, Any], base: TableMetadata) -> list[dict[
 
 
 def _moved_refs(body: dict[str, Any]) -> list[str]:
-    names = (u.get("ref-name") for u in body.get("updates") or []
-             if isinstance(u, dict) and u.get("action") in _REF_UPDATES)
+    names = (u.get("ref-name") for u in updates_of(body, *_REF_UPDATES))
     return list(dict.fromkeys(n for n in names if isinstance(n, str)))
 
 

@@ -73,3 +73,9 @@ def _check_requirement(requirement: dict[str, Any]) -> None:
             continue  # null, or left out as pyiceberg does
         if isinstance(value, bool) or not isinstance(value, types):
             raise UnverifiableCommit(f"requirement {kind} needs {field!r} of the right type")
+
+
+def updates_of(body: Mapping[str, Any], *actions: str) -> list[Mapping[str, Any]]:
+    """The updates of a (shape-checked) commit body with one of ``actions``, in order."""
+    return [u for u in body.get("updates") or []
+            if isinstance(u, Mapping) and u.get("action") in actions]

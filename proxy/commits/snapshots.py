@@ -21,6 +21,7 @@ from itertools import pairwise
 from typing import Any
 
 from proxy.commits.intent import UnverifiableCommit
+from proxy.commits.shape import updates_of
 
 
 @dataclass(frozen=True)
@@ -89,9 +90,7 @@ def parse_snapshot(raw: Any) -> ClaimedSnapshot:
 
 def added_snapshots(body: Mapping[str, Any]) -> list[ClaimedSnapshot]:
     """The snapshots a commit body adds, in commit order (for checks made before classifying)."""
-    updates = body.get("updates") or []
-    return [parse_snapshot(u.get("snapshot")) for u in updates
-            if isinstance(u, Mapping) and u.get("action") == "add-snapshot"]
+    return [parse_snapshot(u.get("snapshot")) for u in updates_of(body, "add-snapshot")]
 
 
 def require_id(value: Any, what: str) -> int:
