@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -29,24 +28,10 @@ import structlog
 
 from proxy.governance import Principal
 from proxy.identity.principals import PrincipalEntry, PrincipalsFileError, parse_principals
+from proxy.stablefiles import FileChanging, FileStamp, read_stable, stamp_of
 
 log = structlog.get_logger("icegov.identity")
 
-RACY_NANOSECONDS = 2_000_000_000  # a file modified this recently is re-hashed on every check
-
-
-@dataclass(frozen=True)
-class FileStamp:
-    """What ``stat`` says about the file: enough to notice nearly every change without reading."""
-
-    inode: int
-    mtime_ns: int
-    size: int
-
-    @property
-    def racy(self) -> bool:
-        """True while a same-size rewrite could still leave this stamp unchanged."""
-        return self.mtime_ns >= time.time_ns() - RACY_NANOSECONDS
 
 
 @dataclass(frozen=True)
@@ -61,10 +46,6 @@ class PrincipalsVersion:
     def of(cls, digest: str | None, entries: Mapping[str, PrincipalEntry]) -> PrincipalsVersion:
         principals = {name: entry.principal() for name, entry in entries.items()}
         return cls(digest, dict(entries), principals)
-
-
-class _FileChanging(Exception):
-    """The file changed while being read; look again on the next check."""
 
 
 class PrincipalStore:
@@ -126,12 +107,12 @@ class PrincipalStore:
 
     def _load_initial(self, path: Path) -> None:
         try:
-            stamp, data = _read_stable(path)
+            stamp, data = read_stable(path)
         except FileNotFoundError:
             log.warning("principals file does not exist; no client can get a token until it does",
                         path=str(path))
             return
-        except (OSError, _FileChanging) as exc:
+        except (OSError, FileChanging) as exc:
             raise PrincipalsFileError(
                 f"principals file {path} cannot be read: {_reason(exc)}") from None
         self._seen_stamp, self._seen_digest = stamp, _digest(data)
@@ -139,7 +120,7 @@ class PrincipalStore:
         self._checked_at = self._clock()
 
     def _check(self, path: Path) -> bool:
-        stamp = _stamp(path)
+        stamp = stamp_of(path)
         if stamp == self._seen_stamp and not (stamp is not None and stamp.racy):
             return False
         if stamp is None:
@@ -148,8 +129,8 @@ class PrincipalStore:
                       error="the file is missing; keeping the last good version")
             return False
         try:
-            stamp, data = _read_stable(path)
-        except _FileChanging:
+            stamp, data = read_stable(path)
+        except FileChanging:
             return False
         except OSError as exc:
             self._seen_stamp = stamp
@@ -180,25 +161,6 @@ def _parse(data: bytes, path: Path) -> dict[str, PrincipalEntry]:
     except UnicodeDecodeError:
         raise PrincipalsFileError(f"principals file {path} is not UTF-8 text") from None
     return parse_principals(text, str(path))
-
-
-def _stamp(path: Path) -> FileStamp | None:
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return None
-    return FileStamp(stat.st_ino, stat.st_mtime_ns, stat.st_size)
-
-
-def _read_stable(path: Path) -> tuple[FileStamp, bytes]:
-    """The file's bytes, and its stamp, if it did not change while being read."""
-    with path.open("rb") as handle:
-        before = os.fstat(handle.fileno())
-        data = handle.read()
-    stamp = FileStamp(before.st_ino, before.st_mtime_ns, before.st_size)
-    if _stamp(path) != stamp or len(data) != stamp.size:
-        raise _FileChanging(f"{path} changed while being read")
-    return stamp, data
 
 
 def _digest(data: bytes) -> str:

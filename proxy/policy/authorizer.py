@@ -22,10 +22,11 @@ import structlog
 
 from proxy.governance import Action, Decision, Principal
 from proxy.policy import decisions
-from proxy.policy.loader import CompiledPolicy, FileChanging, compile_files, load, read_files
+from proxy.policy.loader import CompiledPolicy, compile_files, load, read_files
 from proxy.policy.rules import PolicyError
 from proxy.policy.settings import PolicySettings
 from proxy.resources import Resource
+from proxy.stablefiles import FileChanging
 
 log = structlog.get_logger("icegov")
 

@@ -9,17 +9,13 @@ complete new policy or keeps the one it had.
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from proxy.policy.index import RuleIndex
 from proxy.policy.model import check_model
 from proxy.policy.rules import ParsedPolicy, PolicyError, Problem, parse_policy
-
-
-class FileChanging(Exception):
-    """A policy file changed while it was being read; try again on the next poll."""
+from proxy.stablefiles import read_stable
 
 
 @dataclass(frozen=True)
@@ -44,23 +40,12 @@ class CompiledPolicy:
 
 def read_files(model_path: Path, policy_path: Path) -> PolicyFiles:
     """Both files as text. Raises ``FileChanging``, ``OSError`` or ``PolicyError`` (not UTF-8)."""
-    model_bytes, policy_bytes = _read_stable(model_path), _read_stable(policy_path)
+    (_, model_bytes), (_, policy_bytes) = read_stable(model_path), read_stable(policy_path)
     digest = hashlib.sha256()
     for chunk in (model_bytes, b"\0", policy_bytes):
         digest.update(chunk)
     return PolicyFiles(model_path, policy_path, _decode(model_bytes, model_path),
                        _decode(policy_bytes, policy_path), digest.hexdigest())
-
-
-def _read_stable(path: Path) -> bytes:
-    with path.open("rb") as handle:
-        before = os.fstat(handle.fileno())
-        data = handle.read()
-    after = os.stat(path)
-    identity = (before.st_ino, before.st_mtime_ns, before.st_size)
-    if identity != (after.st_ino, after.st_mtime_ns, after.st_size) or len(data) != after.st_size:
-        raise FileChanging(f"{path} changed while being read")
-    return data
 
 
 def _decode(data: bytes, path: Path) -> str:

@@ -131,13 +131,13 @@ class FakeClock:
 
 def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     reads: list[Path] = []
-    real: Callable[[Path], tuple[store_module.FileStamp, bytes]] = store_module._read_stable
+    real: Callable[[Path], tuple[store_module.FileStamp, bytes]] = store_module.read_stable
 
     def counting(path: Path) -> tuple[store_module.FileStamp, bytes]:
         reads.append(path)
         return real(path)
 
-    monkeypatch.setattr(store_module, "_read_stable", counting)
+    monkeypatch.setattr(store_module, "read_stable", counting)
     return reads
 
 
