@@ -36,7 +36,7 @@ class ConfigHandler:
             raise BackingUnavailable("backing catalog config is not JSON") from exc
         if not isinstance(config, dict):
             raise BackingUnavailable("backing catalog config is not a JSON object")
-        offer = (self._offers.learn(upstream.content) if not inbound.query_string
+        offer = (self._offers.learn(config) if not inbound.query_string
                  else self._offers.parse(config))
         config["endpoints"] = sorted(offer.endpoints & FORWARDABLE)
         return JSONResponse(config)

@@ -94,19 +94,18 @@ class BackingOffers:
             raise BackingUnavailable(
                 f"backing catalog config answered {response.status_code}; its endpoints are "
                 "unknown")
-        self._offer = self.learn(response.content, now)
-        return self._offer
+        try:
+            config = json.loads(response.content)
+        except ValueError as exc:
+            raise BackingUnavailable("backing catalog config is not JSON") from exc
+        return self.learn(config)
 
     @staticmethod
     def parse(config: object) -> Offer:
         """The offer in a config body, without recording it (a config for another catalog)."""
         return parse_offer(config, time.monotonic())
 
-    def learn(self, body: bytes, now: float | None = None) -> Offer:
-        """Record the offer in a config body icegov has just read (e.g. for a caller)."""
-        try:
-            config = json.loads(body)
-        except ValueError as exc:
-            raise BackingUnavailable("backing catalog config is not JSON") from exc
-        self._offer = parse_offer(config, time.monotonic() if now is None else now)
+    def learn(self, config: object) -> Offer:
+        """Record the offer in a (parsed) config icegov has just read, e.g. for a caller."""
+        self._offer = parse_offer(config, time.monotonic())
         return self._offer
