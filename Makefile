@@ -2,6 +2,8 @@
 VENV := .venv
 BIN := $(VENV)/bin
 ARGS ?=
+# benchmarks/commits.py: e.g. --quick, or --rows 5x20,10x50 (default: seed 002's six rows, long)
+COMMITS_ARGS ?=
 
 .PHONY: serve test lint unit bench clean
 
@@ -28,6 +30,7 @@ bench:  ## run the benchmarks and print their tables
 	@bash deploy/setup.sh
 	$(BIN)/python benchmarks/passthrough.py $(ARGS)
 	$(BIN)/python benchmarks/commit.py $(ARGS)
+	$(BIN)/python benchmarks/commits.py $(COMMITS_ARGS)
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache warehouse
