@@ -3,11 +3,12 @@ for commits — each table's classified change with the base state it was classi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.backing.tables import TableState
 from proxy.commits import CommitIntent
+from proxy.errors import IcebergError
 from proxy.governance import Decision, Principal
 from proxy.intent import Intent
 from proxy.resources import Resource
@@ -15,12 +16,22 @@ from proxy.resources import Resource
 
 @dataclass(frozen=True)
 class ClassifiedChange:
-    """One table's part of a commit, classified against ``base`` (None when it creates)."""
+    """One table's part of a commit, classified against ``base`` (None when it creates).
+
+    ``report`` is this change's entry in the audit record's evidence: the gate fills it with the
+    classification, the committer adds how the change landed (tries, rebased, outcome).
+    """
 
     resource: Resource
     body: dict[str, Any]
     intent: CommitIntent
     base: TableState | None
+    stale: IcebergError | None = None  # the base moved: the conflict to answer if not rebuilt
+    report: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.report:
+            self.report.update(resource=str(self.resource), **self.intent.to_dict())
 
 
 @dataclass(frozen=True)

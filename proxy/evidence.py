@@ -16,13 +16,18 @@ from starlette.concurrency import run_in_threadpool
 
 from proxy.admission import ClassifiedChange
 from proxy.backing.tables import BackingRefused, TableState, parse_table_state, table_path
-from proxy.commits import check_commit_shape, classify_commit, creates_table
+from proxy.commits import (
+    UnverifiableCommit,
+    check_commit_shape,
+    classify_commit,
+    creates_table,
+)
 from proxy.commits.confine import locations_from
 from proxy.commits.limits import CommitLimits
 from proxy.commits.shape import updates_of
 from proxy.commits.snapshots import added_snapshots
 from proxy.commits.timeline import check_snapshot_order
-from proxy.errors import BackingUnavailable
+from proxy.errors import BackingUnavailable, CommitFailed
 from proxy.governance import Action
 from proxy.inbound import InboundRequest
 from proxy.intent import TableChange
@@ -56,10 +61,16 @@ class ChangeClassifier:
                 intent = replace(intent, actions=intent.actions | {Action.REGISTER_TABLE})
             return ClassifiedChange(change.resource, change.body, intent, None)
         base = await self.load(inbound, change)
-        check_snapshot_order(added_snapshots(change.body), base.metadata, _now_ms())
-        intent = await run_in_threadpool(
-            partial(classify_commit, limits=self._limits), change.body, base.metadata, base.io)
-        return ClassifiedChange(change.resource, change.body, intent, base)
+        stale = _stale(change.body, base)
+        try:
+            intent = await run_in_threadpool(
+                partial(classify_commit, limits=self._limits), change.body, base.metadata,
+                base.io)
+        except UnverifiableCommit:
+            if stale is not None:  # a client behind the table: its conflict comes first
+                raise stale from None
+            raise
+        return ClassifiedChange(change.resource, change.body, intent, base, stale)
 
     async def _chooses_location(self, inbound: InboundRequest, change: TableChange) -> bool:
         """Does a create commit place the table elsewhere than the catalog would? The catalog is
@@ -88,6 +99,16 @@ class ChangeClassifier:
         if response.status_code != 200:
             raise BackingRefused(response)
         return parse_table_state(change.resource, response.content)
+
+
+def _stale(body: dict[str, Any], base: TableState) -> CommitFailed | None:
+    """The conflict when ``body`` was built on an older state of the table than ``base`` (its
+    sequence numbers do not rise): kept for the committer, which may rebase a pure append."""
+    try:
+        check_snapshot_order(added_snapshots(body), base.metadata, _now_ms())
+    except CommitFailed as conflict:
+        return conflict
+    return None
 
 
 def created_location(body: dict[str, Any]) -> str | None:

@@ -10,7 +10,6 @@ The backing then refuses (409, nothing landed) if the base moved.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pyiceberg.table.metadata import TableMetadata
@@ -50,23 +49,3 @@ def pinned_change(change: ClassifiedChange) -> dict[str, Any] | None:
     if not added:
         return None
     return {**change.body, "requirements": [*(change.body.get("requirements") or []), *added]}
-
-
-def pinned_table_commit(change: ClassifiedChange) -> bytes | None:
-    """A table commit's new body bytes, or None to send the caller's bytes unchanged."""
-    body = pinned_change(change)
-    return None if body is None else _dumps(body)
-
-
-def pinned_transaction(original: dict[str, Any],
-                       changes: tuple[ClassifiedChange, ...]) -> bytes | None:
-    """A transaction's new body bytes, or None to send the caller's bytes unchanged."""
-    pinned = [pinned_change(c) for c in changes]
-    if all(p is None for p in pinned):
-        return None
-    entries = [c.body if p is None else p for c, p in zip(changes, pinned, strict=True)]
-    return _dumps({**original, "table-changes": entries})
-
-
-def _dumps(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()

@@ -4,7 +4,9 @@ classification, planning and server-side commits: metadata, its location and a F
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -16,6 +18,7 @@ from proxy.resources import Resource
 from proxy.routes import NAMESPACE_SEPARATOR
 
 Headers = tuple[tuple[bytes, bytes], ...]
+Fetch = Callable[[bytes, bytes, Headers], Awaitable[httpx.Response]]
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,7 @@ class TableState:
     metadata_location: str | None
     io: FileIO
     config: dict[str, str]
+    document: dict[str, Any] | None = None  # the LoadTableResult as the backing sent it
 
 
 class BackingRefused(Exception):
@@ -53,10 +57,11 @@ def parse_table_state(resource: Resource, body: bytes) -> TableState:
         metadata = TableMetadataUtil.parse_obj(loaded["metadata"])
         location = loaded.get("metadata-location")
         config = {str(k): str(v) for k, v in (loaded.get("config") or {}).items()}
+        document = {"metadata-location": location, "metadata": loaded["metadata"]}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise UnverifiableCommit("cannot read the table's current metadata") from exc
     io = load_file_io(_io_properties(config), location or metadata.location)
-    return TableState(resource, metadata, location, io, config)
+    return TableState(resource, metadata, location, io, config, document)
 
 
 def _io_properties(properties: dict[str, str]) -> dict[str, str]:
@@ -64,3 +69,9 @@ def _io_properties(properties: dict[str, str]) -> dict[str, str]:
     anyone with ALTER writes those, and must not choose where icegov reads a commit's evidence
     (another endpoint, other credentials) nor what Python code it loads (``py-io-impl``)."""
     return {k: v for k, v in properties.items() if not k.startswith("py-io-impl")}
+
+
+async def fetch_table(fetch: Fetch, prefix: str | None, resource: Resource,
+                      headers: Headers) -> httpx.Response:
+    """The backing's answer to loading ``resource`` (read in full)."""
+    return await fetch(table_path(prefix, resource), b"", headers)

@@ -1,0 +1,280 @@
+"""Server-side commits: land an admitted commit, rebasing what may be rebased, and never guess
+an outcome.
+
+For each try, every table of the commit takes its turn in the replica's queue (``commit_queue``);
+a change that icegov may rebuild (a pure append, or a data operation icegov builds itself) is
+rebuilt on the newest state the queue knows before it is sent. Then the backing's answer decides:
+
+- 2xx: landed; the queue learns the table's new state from it.
+- 409 (ErrorModel): nothing landed. Rebuildable changes are rebuilt on the reloaded table and sent
+  again — bounded tries, jittered backoff, a deadline; anything else goes back as the 409 it was
+  (the client's isolation level and conflict filters are never sent, so nothing else is safe).
+- another 4xx ErrorModel: relayed.
+- a timeout, a reset, a 5xx or a non-ErrorModel answer: unknown. icegov reloads the tables and
+  asks them (``commits.reconcile``): landed → success with the current metadata; absent and every
+  change rebuildable (it keeps its snapshot-id, so at most one try can land) → try again;
+  otherwise 502/504 ``CommitStateUnknownException``.
+
+A rebuilt change is classified again against the state it is built on and must need no right
+beyond what the gate allowed; the audit evidence of each change says how many tries it took and
+whether it was rebased.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import JSONResponse, Response
+
+from proxy.admission import ClassifiedChange
+from proxy.backing.forward import Forwarder, relayed
+from proxy.backing.tables import TableState, fetch_table, parse_table_state
+from proxy.commit_queue import TableKey, TableQueue, TableSlot
+from proxy.commits.limits import CommitLimits
+from proxy.commits.reconcile import Outcome, outcome_of
+from proxy.commits.retry import CommitRetry
+from proxy.errors import CommitFailed, CommitStateUnknown, CommitTimeout, IcebergError
+from proxy.inbound import InboundRequest
+from proxy.rebuild import Rebuilder, rebuilder_for
+
+Wire = Callable[[Sequence[dict[str, Any]]], bytes | None]
+
+
+@dataclass
+class Pending:
+    """One table's part of the commit as it will be sent next."""
+
+    change: ClassifiedChange
+    body: dict[str, Any]
+    base: TableState | None
+    rebuilder: Rebuilder | None
+    tries: int = 0
+    rebased: int = 0
+    key: TableKey = field(init=False)
+
+    def __post_init__(self) -> None:
+        r = self.change.resource
+        self.key = (r.catalog, tuple(r.namespace), r.table or "")
+
+    def report(self, **extra: Any) -> None:
+        """What the audit record shows of how this change landed."""
+        self.change.report.update(tries=self.tries, rebased=self.rebased > 0, **extra)
+
+
+class Unknown(Exception):
+    """The backing's answer does not say whether the commit landed."""
+
+    def __init__(self, error: IcebergError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+class Committer:
+    """Lands admitted commits (one table, or a transaction) on the backing catalog."""
+
+    def __init__(self, forwarder: Forwarder, limits: CommitLimits, retry: CommitRetry) -> None:
+        self._forwarder = forwarder
+        self._limits = limits
+        self._retry = retry
+        self._queue = TableQueue()
+
+    async def commit(self, inbound: InboundRequest, changes: Sequence[ClassifiedChange],
+                     bodies: Sequence[dict[str, Any]], wire: Wire, single: bool) -> Response:
+        """Send ``bodies`` (the pinned changes) until they land or cannot; ``wire`` makes the
+        request body (None: the caller's bytes unchanged)."""
+        pending = [Pending(c, b, c.base, rebuilder_for(c, b, self._limits))
+                   for c, b in zip(changes, bodies, strict=True)]
+        for p in pending:
+            if p.change.stale is not None and p.rebuilder is None:
+                p.report(outcome="conflict")
+                raise p.change.stale  # built on a state that moved: nothing was sent
+        async with self._queue.turn([p.key for p in pending]) as slots:
+            return await _Attempts(self, inbound, pending, slots, wire, single).run()
+
+
+class _Attempts:
+    """The tries of one commit, holding its tables' turns."""
+
+    def __init__(self, committer: Committer, inbound: InboundRequest, pending: list[Pending],
+                 slots: dict[TableKey, TableSlot], wire: Wire, single: bool) -> None:
+        self._c = committer
+        self._inbound = inbound
+        self._pending = pending
+        self._slots = slots
+        self._wire = wire
+        self._single = single
+        self._deadline = time.monotonic() + committer._retry.deadline_seconds
+        self._losses = 0
+        self._unknown: IcebergError | None = None
+
+    @property
+    def _rebuildable(self) -> bool:
+        return all(p.rebuilder is not None for p in self._pending)
+
+    async def run(self) -> Response:
+        while True:
+            await self._catch_up()
+            for p in self._pending:
+                p.tries += 1
+            try:
+                answer = await self._send()
+            except Unknown as unknown:
+                self._unknown = unknown.error
+                answer = None
+            if answer is not None:
+                return answer
+            await self._pause()
+
+    async def _send(self) -> Response | None:
+        try:
+            upstream = await self._c._forwarder.exchange(
+                self._inbound, self._wire([p.body for p in self._pending]))
+        except (CommitTimeout, CommitStateUnknown) as exc:
+            return await self._reconcile(exc)
+        status = upstream.status_code
+        if status < 300:
+            self._landed(upstream)
+            return relayed(upstream, upstream.content)
+        if status < 500 and _is_error_model(upstream.content):
+            if status == 409:
+                return await self._conflict(upstream)
+            self._report(outcome="refused")
+            return relayed(upstream, upstream.content)
+        message = (f"the backing catalog answered {status}: the commit may or may not have "
+                   "landed; reload the table before retrying")
+        return await self._reconcile((CommitTimeout if status == 504 else
+                                      CommitStateUnknown)(message))
+
+    async def _conflict(self, upstream: httpx.Response) -> Response | None:
+        """A 409: nothing landed this time. Try again if every change may be rebuilt."""
+        if self._unknown is None and not self._may_retry():
+            self._report(outcome="conflict")
+            return relayed(upstream, upstream.content)
+        states = await self._reload()
+        if self._unknown is not None and self._outcome(states) is Outcome.LANDED:
+            return self._reconciled(states)  # an earlier, unknown try had landed
+        if not self._may_retry():
+            self._report(outcome="conflict")
+            return relayed(upstream, upstream.content)
+        self._learn(states)
+        return None
+
+    async def _reconcile(self, error: IcebergError) -> Response | None:
+        """The outcome is unknown: the tables say whether it landed."""
+        try:
+            states = await self._reload()
+        except IcebergError:
+            raise error from None
+        outcome = self._outcome(states)
+        if outcome is Outcome.LANDED:
+            return self._reconciled(states)
+        if outcome is Outcome.ABSENT and self._may_retry():
+            self._learn(states)
+            raise Unknown(error)
+        self._report(outcome="unknown")
+        raise error
+
+    def _outcome(self, states: Sequence[TableState | None]) -> Outcome:
+        outcomes = {outcome_of(p.body, None if s is None else s.metadata)
+                    for p, s in zip(self._pending, states, strict=True)}
+        return outcomes.pop() if len(outcomes) == 1 else Outcome.UNKNOWN
+
+    def _reconciled(self, states: Sequence[TableState | None]) -> Response:
+        self._report(outcome="reconciled")
+        self._learn(states)
+        document = None if states[0] is None else states[0].document
+        if self._single and document is not None:
+            return JSONResponse(document)
+        return Response(status_code=204)
+
+    def _may_retry(self) -> bool:
+        tries = max(p.tries for p in self._pending)
+        return (self._rebuildable and tries < self._c._retry.max_attempts
+                and time.monotonic() < self._deadline)
+
+    async def _pause(self) -> None:
+        self._losses += 1
+        await asyncio.sleep(self._c._retry.backoff_seconds(self._losses))
+
+    async def _catch_up(self) -> None:
+        """Rebuild each rebuildable change on the newest state its table's queue knows."""
+        for p in self._pending:
+            state = self._slots[p.key].state
+            if p.rebuilder is None or state is None or not p.rebuilder.behind(p.body, state):
+                continue
+            try:
+                p.body = await run_in_threadpool(p.rebuilder.rebuild, p.body, state, _now_ms())
+            except CommitFailed:
+                self._report(outcome="unknown" if self._unknown else "conflict")
+                if self._unknown is not None:  # an earlier try may still land: never a 409
+                    raise self._unknown from None
+                raise
+            p.base = state
+            p.rebased += 1
+
+    async def _reload(self) -> list[TableState | None]:
+        return [await self._load(p) for p in self._pending]
+
+    async def _load(self, p: Pending) -> TableState | None:
+        response = await fetch_table(self._c._forwarder.fetch, self._inbound.route.prefix,
+                                     p.change.resource, self._inbound.headers)
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise CommitStateUnknown(f"the backing catalog answered {response.status_code} "
+                                     "reloading the table")
+        state = parse_table_state(p.change.resource, response.content)
+        io = p.base.io if p.base is not None else state.io
+        return TableState(state.resource, state.metadata, state.metadata_location, io,
+                          state.config, state.document)
+
+    def _learn(self, states: Sequence[TableState | None]) -> None:
+        for p, state in zip(self._pending, states, strict=True):
+            self._slots[p.key].learn(state)
+
+    def _landed(self, upstream: httpx.Response) -> None:
+        self._report(outcome="landed")
+        for p in self._pending:
+            slot = self._slots[p.key]
+            if not (self._single and slot.waited_on):
+                slot.learn(None)
+                continue
+            slot.learn_later(_parser(p, upstream.content))
+
+    def _report(self, **extra: Any) -> None:
+        for p in self._pending:
+            p.report(**extra)
+
+
+def _parser(p: Pending, content: bytes) -> Callable[[], TableState | None]:
+    def parse() -> TableState | None:
+        try:
+            state = parse_table_state(p.change.resource, content)
+        except IcebergError:
+            return None
+        io = p.base.io if p.base is not None else state.io
+        return TableState(state.resource, state.metadata, state.metadata_location, io,
+                          state.config, state.document)
+    return parse
+
+
+def _is_error_model(body: bytes) -> bool:
+    """True for an Iceberg ErrorModel body: ``{"error": {"message", "type", "code"}}``."""
+    try:
+        parsed = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    return (isinstance(error, dict) and isinstance(error.get("message"), str)
+            and isinstance(error.get("type"), str) and isinstance(error.get("code"), int))
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
