@@ -19,6 +19,7 @@ from proxy.backing.forward import Forwarder
 from proxy.backing.offers import BackingOffers
 from proxy.commit_handler import CommitHandlers
 from proxy.commits import check_classification_complete
+from proxy.committer import Committer
 from proxy.config_handler import ConfigHandler
 from proxy.context import RequestContextMiddleware
 from proxy.dispatch import iceberg_app
@@ -87,7 +88,9 @@ def create_app(settings: Settings, backing: Backing | None = None) -> Starlette:
         settings.commit_limits.max_table_changes,
     )
     dispatcher = GovernedDispatcher(
-        RouteTable(), _handlers(forwarder, authorizer, offers, identity.token_endpoint),
+        RouteTable(), _handlers(forwarder, authorizer, offers, identity.token_endpoint,
+                                CommitHandlers(Committer(forwarder, settings.commit_limits,
+                                                         settings.commit_retry))),
         _forward(forwarder), gate, audit, settings.max_body_bytes,
     )
     readiness = BackingHandlers(forwarder, authorizer)
@@ -109,10 +112,9 @@ def create_app(settings: Settings, backing: Backing | None = None) -> Starlette:
 
 def _handlers(forwarder: Forwarder, authorizer: PolicyAuthorizer, offers: BackingOffers,
               token_endpoint: Callable[[InboundRequest], Awaitable[Response]],
-              ) -> dict[str, GovernedHandler]:
+              commits: CommitHandlers) -> dict[str, GovernedHandler]:
     """The endpoints icegov owns, by name (checked complete against the route table)."""
     listing = ListingHandlers(forwarder, authorizer)
-    commits = CommitHandlers(forwarder)
 
     async def oauth_tokens(inbound: InboundRequest, _: Admission) -> Response:
         return await token_endpoint(inbound)

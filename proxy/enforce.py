@@ -103,7 +103,7 @@ class Gate:
                 record.decision = "deny"
                 raise Forbidden(f"{principal.name} may not change {decision.resource}")
         classified = await self._changes.classify_all(inbound, intent.changes)
-        record.evidence = [{"resource": str(c.resource), **c.intent.to_dict()} for c in classified]
+        record.evidence = [c.report for c in classified]  # the committer adds how it landed
         needs = tuple(Need(action, c.resource) for c in classified
                       for action in sorted(c.intent.actions))
         record.resources = tuple(dict.fromkeys(str(n.resource) for n in needs))

@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from proxy.audit import AuditSettings
 from proxy.commits.limits import CommitLimits
+from proxy.commits.retry import CommitRetry
 from proxy.identity.settings import IdentitySettings
 from proxy.policy.settings import PolicySettings
 from proxy.resources import is_plain_name
@@ -77,6 +78,7 @@ class Settings(BaseSettings):
         default=300.0, gt=0,
         description="How often the backing catalog's advertised endpoints are re-read.")
     commit_limits: CommitLimits = Field(default_factory=CommitLimits)
+    commit_retry: CommitRetry = Field(default_factory=CommitRetry)
     identity: IdentitySettings = Field(default_factory=IdentitySettings)
     # factories, not instances: the policy paths depend on the working directory at load time
     policy: PolicySettings = Field(default_factory=PolicySettings)
