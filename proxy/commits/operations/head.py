@@ -1,0 +1,111 @@
+"""Reading what a data operation builds on: the branch head's manifests and their entries, and
+the snapshots committed between the operation's start and the head, within ``CommitLimits``.
+
+The head and its history are the table's own committed files, read through the table's FileIO
+with pyiceberg (inherited snapshot ids and sequence numbers filled in). Every read is counted:
+manifest lists (``max_manifests`` each), manifests opened (``max_manifests_read``) and entries
+(``max_entries``); beyond a limit the operation is refused (``CommitTooLarge``, 400). A read
+failure is refused alike, with a message of icegov's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from pyiceberg.io import FileIO
+from pyiceberg.manifest import ManifestEntry, ManifestFile
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.snapshots import Snapshot
+
+from proxy.commits.intent import UnverifiableCommit
+from proxy.commits.limits import CommitLimits
+from proxy.commits.manifests import CommitTooLarge
+from proxy.errors import CommitFailed
+
+T = TypeVar("T")
+
+
+@dataclass
+class HeadReader:
+    """Reads one build's manifests, counting against ``limits``."""
+
+    metadata: TableMetadata
+    io: FileIO
+    limits: CommitLimits
+    manifests_opened: int = 0
+    entries_read: int = 0
+    _entries: dict[str, list[ManifestEntry]] = field(default_factory=dict)
+
+    def manifests(self, snapshot: Snapshot) -> list[ManifestFile]:
+        """The manifests ``snapshot``'s list names (at most ``limits.max_manifests``)."""
+        manifests = _guarded(lambda: list(snapshot.manifests(self.io)))
+        if len(manifests) > self.limits.max_manifests:
+            raise CommitTooLarge(f"a manifest list names more than {self.limits.max_manifests} "
+                                 "manifests")
+        return manifests
+
+    def entries(self, manifest: ManifestFile) -> list[ManifestEntry]:
+        """Every entry of ``manifest`` (deleted ones included), read once per build."""
+        found = self._entries.get(manifest.manifest_path)
+        if found is not None:
+            return found
+        if self.manifests_opened >= self.limits.max_manifests_read:
+            raise CommitTooLarge(f"the operation would open more than "
+                                 f"{self.limits.max_manifests_read} manifests")
+        self.manifests_opened += 1
+        entries = _guarded(lambda: manifest.fetch_manifest_entry(self.io, discard_deleted=False))
+        self.entries_read += len(entries)
+        if self.entries_read > self.limits.max_entries:
+            raise CommitTooLarge(f"the operation would read more than {self.limits.max_entries} "
+                                 "manifest entries")
+        self._entries[manifest.manifest_path] = entries
+        return entries
+
+
+def branch_head(metadata: TableMetadata, branch: str) -> Snapshot | None:
+    """The snapshot ``branch`` points at; None for ``main`` of a table with no snapshot."""
+    ref = metadata.refs.get(branch)
+    if ref is None:
+        if branch == "main" and metadata.current_snapshot_id is None:
+            return None
+        raise UnverifiableCommit(f"branch {branch!r:.80} does not exist")
+    if ref.snapshot_ref_type != "branch":
+        raise UnverifiableCommit(f"{branch!r:.80} is a tag, not a branch")
+    snapshot = metadata.snapshot_by_id(ref.snapshot_id)
+    if snapshot is None:
+        raise UnverifiableCommit(f"branch {branch!r:.80} points at no snapshot of the table")
+    return snapshot
+
+
+def snapshots_since(metadata: TableMetadata, start_id: int | None,
+                    head: Snapshot | None) -> list[Snapshot]:
+    """The snapshots after ``start_id`` up to ``head`` (newest first). The start must be an
+    ancestor of the head still in the metadata; otherwise the operation cannot be validated
+    against what happened since it started, and is refused as a conflict (409)."""
+    found: list[Snapshot] = []
+    current = head
+    while current is not None and current.snapshot_id != start_id:
+        found.append(current)
+        parent = current.parent_snapshot_id
+        current = None if parent is None else metadata.snapshot_by_id(parent)
+        if parent is not None and current is None:
+            break
+    if start_id is not None and (current is None or current.snapshot_id != start_id):
+        raise CommitFailed(
+            f"base-snapshot-id {start_id} is not an ancestor of the branch head any more "
+            "(rolled back or expired): the operation cannot be validated, rebuild it")
+    if start_id is None and current is None and found and found[-1].parent_snapshot_id:
+        raise CommitFailed("the branch history is expired: the operation cannot be "
+                           "validated, rebuild it")
+    return found
+
+
+def _guarded(read: Callable[[], T]) -> T:
+    try:
+        return read()
+    except UnverifiableCommit:
+        raise
+    except Exception as exc:  # any I/O or decoding failure: refused alike, nothing echoed
+        raise UnverifiableCommit("the table's manifests could not be read") from exc
