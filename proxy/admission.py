@@ -15,6 +15,17 @@ from proxy.resources import Resource
 
 
 @dataclass(frozen=True)
+class DataOperationRequest:
+    """A data operation icegov builds itself (``commits.operations``): what the client sent, the
+    start of its conflict window, and the snapshot every build of it adds."""
+
+    body: dict[str, Any]
+    start_snapshot_id: int | None
+    snapshot_id: int
+    retryable: bool
+
+
+@dataclass(frozen=True)
 class ClassifiedChange:
     """One table's part of a commit, classified against ``base`` (None when it creates).
 
@@ -27,6 +38,7 @@ class ClassifiedChange:
     intent: CommitIntent
     base: TableState | None
     stale: IcebergError | None = None  # the base moved: the conflict to answer if not rebuilt
+    operation: DataOperationRequest | None = None  # ``body`` was built by icegov from it
     report: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:

@@ -28,17 +28,17 @@ class CommitHandlers:
 
     async def commit_table(self, inbound: InboundRequest, admission: Admission) -> Response:
         [change] = admission.changes
-        original = change.body
+        [original] = _as_sent(admission)
 
         def wire(bodies: Sequence[dict[str, Any]]) -> bytes | None:
             return None if bodies[0] is original else _dumps(bodies[0])
 
-        body = pinned_change(change) or original
+        body = pinned_change(change) or change.body
         return await self._committer.commit(inbound, admission.changes, [body], wire, True)
 
     async def commit_transaction(self, inbound: InboundRequest,
                                  admission: Admission) -> Response:
-        originals = [c.body for c in admission.changes]
+        originals = _as_sent(admission)
         envelope = inbound.json()
 
         def wire(bodies: Sequence[dict[str, Any]]) -> bytes | None:
@@ -48,6 +48,12 @@ class CommitHandlers:
 
         bodies = [pinned_change(c) or c.body for c in admission.changes]
         return await self._committer.commit(inbound, admission.changes, bodies, wire, False)
+
+
+def _as_sent(admission: Admission) -> list[dict[str, Any] | None]:
+    """Each change's body when it is the caller's own (None: icegov built it from a data
+    operation): a request whose bodies are all the caller's own goes out byte for byte."""
+    return [None if c.operation is not None else c.body for c in admission.changes]
 
 
 def _dumps(body: dict[str, Any]) -> bytes:

@@ -14,7 +14,7 @@ import httpx
 from pyiceberg.io import FileIO, load_file_io
 from starlette.concurrency import run_in_threadpool
 
-from proxy.admission import ClassifiedChange
+from proxy.admission import ClassifiedChange, DataOperationRequest
 from proxy.backing.tables import BackingRefused, TableState, parse_table_state, table_path
 from proxy.commits import (
     UnverifiableCommit,
@@ -24,6 +24,12 @@ from proxy.commits import (
 )
 from proxy.commits.confine import locations_from
 from proxy.commits.limits import CommitLimits
+from proxy.commits.operations import (
+    build_commit,
+    check_operation_shape,
+    has_data_operation,
+    starting_snapshot_id,
+)
 from proxy.commits.shape import updates_of
 from proxy.commits.snapshots import added_snapshots
 from proxy.commits.timeline import check_snapshot_order
@@ -50,6 +56,10 @@ class ChangeClassifier:
         """Every change classified, in order (the first failure stops the rest)."""
         for change in changes:
             check_commit_shape(change.body, self._limits)
+            if has_data_operation(change.body):
+                if creates_table(change.body):
+                    raise UnverifiableCommit("a data operation cannot create its table")
+                check_operation_shape(change.body, self._limits)
         return [await self._classify(inbound, change) for change in changes]
 
     async def _classify(self, inbound: InboundRequest, change: TableChange) -> ClassifiedChange:
@@ -61,6 +71,8 @@ class ChangeClassifier:
                 intent = replace(intent, actions=intent.actions | {Action.REGISTER_TABLE})
             return ClassifiedChange(change.resource, change.body, intent, None)
         base = await self.load(inbound, change)
+        if has_data_operation(change.body):
+            return await self._build(change, base)
         stale = _stale(change.body, base)
         try:
             intent = await run_in_threadpool(
@@ -71,6 +83,18 @@ class ChangeClassifier:
                 raise stale from None
             raise
         return ClassifiedChange(change.resource, change.body, intent, base, stale)
+
+    async def _build(self, change: TableChange, base: TableState) -> ClassifiedChange:
+        """A data operation: icegov builds the standard commit, then classifies what it built
+        (governed by what the manifests show, like any other commit)."""
+        start = starting_snapshot_id(change.body, base.metadata)
+        built = await run_in_threadpool(partial(
+            build_commit, start_snapshot_id=start, now_ms=_now_ms(), limits=self._limits),
+            change.body, base.metadata, base.io)
+        intent = await run_in_threadpool(
+            partial(classify_commit, limits=self._limits), built.body, base.metadata, base.io)
+        request = DataOperationRequest(change.body, start, built.snapshot_id, built.retryable)
+        return ClassifiedChange(change.resource, built.body, intent, base, operation=request)
 
     async def _chooses_location(self, inbound: InboundRequest, change: TableChange) -> bool:
         """Does a create commit place the table elsewhere than the catalog would? The catalog is

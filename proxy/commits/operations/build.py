@@ -63,11 +63,14 @@ def starting_snapshot_id(body: Mapping[str, Any], metadata: TableMetadata) -> in
 
 def build_commit(body: Mapping[str, Any], metadata: TableMetadata, io: FileIO, *,
                  start_snapshot_id: int | None, now_ms: int,
-                 limits: CommitLimits = DEFAULT_LIMITS) -> BuiltCommit:
+                 limits: CommitLimits = DEFAULT_LIMITS,
+                 snapshot_id: int | None = None) -> BuiltCommit:
     """Validate the data operation in ``body`` against the table and what happened on its
     branch since ``start_snapshot_id``, write its manifests and manifest list, and return the
     standard commit. Bad input: ``UnverifiableCommit`` (400; ``PayloadTooLarge`` 413); a
-    conflict: ``CommitFailed`` (409). Nothing is committed here."""
+    conflict: ``CommitFailed`` (409). Nothing is committed here. A rebuild passes the
+    ``snapshot_id`` of the first build: every try of one operation adds the same snapshot, so at
+    most one of them can land (a try whose outcome was lost may still land later)."""
     check_operation_shape(body, limits)
     if metadata.format_version > 2:
         raise UnverifiableCommit("data operations on format-3 tables are not supported yet")
@@ -81,7 +84,8 @@ def build_commit(body: Mapping[str, Any], metadata: TableMetadata, io: FileIO, *
         else WindowChanges()
     plan, removed_data = plan_operation(operation, head, reader, changes, metadata)
     validate(operation, changes, metadata, removed_data)
-    snapshot_id = _fresh_snapshot_id(metadata)
+    if snapshot_id is None:
+        snapshot_id = _fresh_snapshot_id(metadata)
     snapshot = write_snapshot(plan, metadata, io, snapshot_id=snapshot_id,
                               timestamp_ms=_timestamp(metadata, head, now_ms))
     commit = _commit_body(body, metadata, operation.branch, head, snapshot)
