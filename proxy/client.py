@@ -1,0 +1,245 @@
+"""A small Python client for icegov's data operations: write Parquet, let icegov commit.
+
+The client loads tables through icegov (a pyiceberg ``RestCatalog`` pointed at it), writes
+Parquet files under the table's location with pyarrow (pyiceberg's writer: target file size,
+partition split, column statistics), and sends one data operation (``append-files``,
+``overwrite-files``, ``delete-files``) per table change. icegov validates it, writes the
+manifests and snapshot, and retries on the moving head itself, so concurrent writers never see a
+conflict for appends::
+
+    client = IcegovClient("http://icegov:8181", token="...")
+    client.append("db.events", arrow_table)
+    client.delete_where("db.events", "day < '2024-01-01'")
+    client.overwrite("db.events", arrow_table, "day = '2024-05-01'")
+    with client.transaction() as tx:          # one atomic commit across tables
+        tx.append("db.a", rows_a)
+        tx.delete_files("db.b", [path])
+
+Failures raise pyiceberg's exceptions: ``CommitFailedException`` (409: a real conflict, nothing
+landed), ``BadRequestError`` / ``ForbiddenError`` / ``NoSuchTableError``; then the files the
+client wrote for the operation are removed. ``CommitStateUnknownException`` (5xx) means the
+commit may have landed: the written files are kept, reload the table before acting again.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import TypeAdapter
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import (
+    BadRequestError,
+    CommitFailedException,
+    CommitStateUnknownException,
+    ForbiddenError,
+    NoSuchTableError,
+    RESTError,
+    UnauthorizedError,
+)
+from pyiceberg.expressions import AlwaysTrue, BooleanExpression, SerializableBooleanExpression
+from pyiceberg.expressions.parser import parse
+from pyiceberg.expressions.visitors import bind
+from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files, expression_to_pyarrow
+from pyiceberg.manifest import DataFile
+from pyiceberg.table import CommitTableResponse, Table
+
+from proxy.commits.operations.wire import content_file_to_json
+
+Filter = BooleanExpression | str
+_EXPRESSION: TypeAdapter[Any] = TypeAdapter(SerializableBooleanExpression)
+_ERRORS: dict[int, type[Exception]] = {400: BadRequestError, 401: UnauthorizedError,
+                                       403: ForbiddenError, 404: NoSuchTableError,
+                                       409: CommitFailedException}
+_POSITION = "_icegov_position"
+
+
+@dataclass
+class _Change:
+    """One table's data operation, and the files written for it."""
+
+    table: Table
+    update: dict[str, Any]
+    written: list[DataFile] = field(default_factory=list)
+
+    def body(self) -> dict[str, Any]:
+        identifier = self.table.name()
+        return {"identifier": {"namespace": list(identifier[:-1]), "name": identifier[-1]},
+                "requirements": [{"type": "assert-table-uuid",
+                                  "uuid": str(self.table.metadata.table_uuid)}],
+                "updates": [self.update]}
+
+
+class IcegovClient:
+    """Commits data through icegov's data operations (thread-safe)."""
+
+    def __init__(self, uri: str, **properties: str) -> None:
+        self.catalog = RestCatalog("icegov", uri=uri, **properties)
+        self._lock = threading.Lock()
+
+    def load(self, identifier: str | tuple[str, ...]) -> Table:
+        """The table as icegov serves it now."""
+        table: Table = self.catalog.load_table(identifier)
+        return table
+
+    def append(self, identifier: str | tuple[str, ...], rows: pa.Table) -> Table:
+        """INSERT ``rows``: ``append-files`` (never conflicts; icegov rebuilds on the head)."""
+        return self.commit(self.prepare_append(self.load(identifier), rows))
+
+    def delete_files(self, identifier: str | tuple[str, ...], paths: Sequence[str]) -> Table:
+        """Remove whole data files by location: ``delete-files``."""
+        table = self.load(identifier)
+        return self.commit(_Change(table, {"action": "delete-files", "data-files": list(paths),
+                                            **_base(table)}))
+
+    def delete_where(self, identifier: str | tuple[str, ...], row_filter: Filter,
+                     isolation: str = "serializable") -> Table:
+        """DELETE rows matching ``row_filter`` (copy-on-write): files it matches entirely are
+        removed, files it matches in part are rewritten without those rows."""
+        return self.commit(self.prepare_overwrite(self.load(identifier), None, row_filter,
+                                                   isolation))
+
+    def overwrite(self, identifier: str | tuple[str, ...], rows: pa.Table, row_filter: Filter,
+                  isolation: str = "serializable") -> Table:
+        """Replace the rows matching ``row_filter`` by ``rows``, in one ``overwrite-files``."""
+        return self.commit(self.prepare_overwrite(self.load(identifier), rows, row_filter,
+                                                   isolation))
+
+    @contextmanager
+    def transaction(self) -> Iterator[ClientTransaction]:
+        """Operations on several tables, committed atomically on leaving the block (one table
+        change each, through ``/v1/transactions/commit``)."""
+        transaction = ClientTransaction(self)
+        yield transaction
+        transaction.commit()
+
+    def prepare_append(self, table: Table, rows: pa.Table) -> _Change:
+        written = self._write(table, rows)
+        return _Change(table, {"action": "append-files", "data-files": _wire(table, written)},
+                       written)
+
+    def prepare_overwrite(self, table: Table, rows: pa.Table | None, row_filter: Filter,
+                          isolation: str) -> _Change:
+        expression = parse(row_filter) if isinstance(row_filter, str) else row_filter
+        removed, kept = _matching_files(table, expression)
+        parts = [*kept, *([rows] if rows is not None else [])]
+        written = (self._write(table, pa.concat_tables(parts, promote_options="permissive"))
+                   if parts else [])
+        update = {"action": "overwrite-files", "added-data-files": _wire(table, written),
+                  "deleted-data-files": [f.file_path for f in removed],
+                  "conflict-filter": json.loads(_EXPRESSION.dump_json(expression)),
+                  "isolation-level": isolation, **_base(table)}
+        return _Change(table, update, written)
+
+    def _write(self, table: Table, rows: pa.Table) -> list[DataFile]:
+        if rows.num_rows == 0:
+            return []
+        return list(_dataframe_to_data_files(table.metadata, rows, table.io))
+
+    def commit(self, change: _Change) -> Table:
+        """Send one prepared change (``prepare_append`` / ``prepare_overwrite``)."""
+        identifier = change.table.name()
+        path = self.catalog._split_identifier_for_path(identifier)
+        url = self.catalog.url("namespaces/{namespace}/tables/{table}", **path)
+        answer = self._post(url, change.body(), [change])
+        response = CommitTableResponse.model_validate_json(answer)
+        return Table(identifier, response.metadata, response.metadata_location, change.table.io,
+                     self.catalog)
+
+    def _post(self, url: str, body: dict[str, Any], changes: list[_Change]) -> str:
+        response = self.catalog._session.post(url, data=json.dumps(body).encode(),
+                                              headers={"Content-Type": "application/json"})
+        if response.status_code < 300:
+            return str(response.text)
+        error = _error(response.status_code, response.text)
+        if not isinstance(error, CommitStateUnknownException):
+            for change in changes:  # nothing landed: the written files are nobody's
+                _remove(change)
+        raise error
+
+
+class ClientTransaction:
+    """Changes to several tables, sent as one ``/v1/transactions/commit``."""
+
+    def __init__(self, client: IcegovClient) -> None:
+        self._client = client
+        self._changes: dict[tuple[str, ...], _Change] = {}
+
+    def append(self, identifier: str | tuple[str, ...], rows: pa.Table) -> None:
+        self._add(self._client.prepare_append(self._client.load(identifier), rows))
+
+    def overwrite(self, identifier: str | tuple[str, ...], rows: pa.Table | None,
+                  row_filter: Filter, isolation: str = "serializable") -> None:
+        table = self._client.load(identifier)
+        self._add(self._client.prepare_overwrite(table, rows, row_filter, isolation))
+
+    def delete_files(self, identifier: str | tuple[str, ...], paths: Sequence[str]) -> None:
+        table = self._client.load(identifier)
+        self._add(_Change(table, {"action": "delete-files", "data-files": list(paths),
+                                  **_base(table)}))
+
+    def _add(self, change: _Change) -> None:
+        name = change.table.name()
+        if name in self._changes:
+            raise ValueError(f"{'.'.join(name)} already has an operation in this transaction")
+        self._changes[name] = change
+
+    def commit(self) -> None:
+        """Send every change at once; all land or none."""
+        if not self._changes:
+            return
+        changes = list(self._changes.values())
+        url = self._client.catalog.url("transactions/commit")
+        self._client._post(url, {"table-changes": [c.body() for c in changes]}, changes)
+
+
+def _base(table: Table) -> dict[str, Any]:
+    """The snapshot the client read: icegov validates concurrent changes since it."""
+    return {"base-snapshot-id": table.metadata.current_snapshot_id}
+
+
+def _wire(table: Table, files: list[DataFile]) -> list[dict[str, Any]]:
+    spec, schema = table.metadata.spec(), table.schema()  # files are written with the default
+    return [content_file_to_json(f, spec, schema) for f in files]
+
+
+def _matching_files(table: Table, expression: BooleanExpression
+                    ) -> tuple[list[DataFile], list[pa.Table]]:
+    """The data files ``expression`` may match, and the rows of theirs it does not match."""
+    removed: list[DataFile] = []
+    kept: list[pa.Table] = []
+    schema = table.schema()
+    predicate = expression_to_pyarrow(bind(schema, expression, case_sensitive=True))
+    for task in table.scan(row_filter=expression).plan_files():
+        rows = ArrowScan(table.metadata, table.io, schema, AlwaysTrue()).to_table([task])
+        positions = rows.append_column(_POSITION, pa.array(range(rows.num_rows), pa.int64()))
+        matched = positions.filter(predicate)[_POSITION]
+        if matched.length() == 0:
+            continue
+        removed.append(task.file)
+        survivors = rows.filter(pc.invert(pc.is_in(positions[_POSITION], value_set=matched)))
+        if survivors.num_rows:
+            kept.append(survivors)
+    return removed, kept
+
+
+def _error(status: int, text: str) -> Exception:
+    try:
+        message = str(json.loads(text)["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        message = text[:200]
+    if status >= 500:
+        return CommitStateUnknownException(f"{status}: {message}")
+    return _ERRORS.get(status, RESTError)(message)
+
+
+def _remove(change: _Change) -> None:
+    for data_file in change.written:
+        with suppress(OSError):
+            change.table.io.delete(data_file.file_path)
