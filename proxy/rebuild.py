@@ -11,13 +11,16 @@ client retries through the gate.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Protocol
+
+from pyiceberg.table.metadata import TableMetadata
 
 from proxy.admission import ClassifiedChange, DataOperationRequest
 from proxy.backing.tables import TableState
 from proxy.commits import UnverifiableCommit, classify_commit
+from proxy.commits.compaction import as_of, rewrite_in_the_way, yielding_commit, yields_to_writers
 from proxy.commits.limits import CommitLimits
 from proxy.commits.operations import build_commit
 from proxy.commits.rebase import (
@@ -27,11 +30,13 @@ from proxy.commits.rebase import (
     asserted_head,
     head_of,
     rebase_append,
+    single_snapshot,
 )
 from proxy.commits.shape import updates_of
 from proxy.commits.snapshots import added_snapshots
 from proxy.commits.timeline import check_snapshot_order
 from proxy.errors import CommitFailed
+from proxy.governance import Action
 
 
 class Rebuilder(Protocol):
@@ -103,6 +108,43 @@ class OperationRebuilder:
         return built.body
 
 
+@dataclass(frozen=True)
+class YieldingRebuilder:
+    """Lands a DELETE or UPDATE that lost its branch to a compaction (``commits.compaction``),
+    on tables that opted in; any other move of the branch is the writer's conflict."""
+
+    change: ClassifiedChange
+    shape: AppendShape
+    writer_base: int | None
+    limits: CommitLimits
+
+    def behind(self, body: Mapping[str, Any], state: TableState) -> bool:
+        branch = self.shape.branch
+        return asserted_head(body, branch) != head_of(state.metadata, branch)
+
+    def rebuild(self, body: Mapping[str, Any], state: TableState, now_ms: int) -> dict[str, Any]:
+        metadata = state.metadata
+        if not yields_to_writers(metadata) or metadata.format_version != 2:
+            raise CommitFailed("the table changed since the commit was made; retry")
+        rewrite = rewrite_in_the_way(metadata, state.io, self.shape.branch, self.writer_base,
+                                     self.limits)
+        if rewrite is None:
+            raise CommitFailed("the table changed since the commit was made; retry")
+        original = self.change.body
+        rebuilt = yielding_commit(original, self.shape, rewrite, metadata, state.io, now_ms)
+        writer_only = {**rebuilt, "updates": rebuilt["updates"][1:],
+                       "requirements": [{"type": "assert-ref-snapshot-id",
+                                         "ref": self.shape.branch,
+                                         "snapshot-id": self.writer_base}]}
+        before = as_of(metadata, self.shape.branch, rewrite.parent_snapshot_id or 0)
+        reverify(self.change, writer_only, replace(state, metadata=before), self.limits,
+                 now_ms)
+        self.change.report["compaction_yielded"] = {
+            "rewrite_snapshot_id": rewrite.snapshot_id,
+            "note": "the compaction was taken off the branch and must be rerun"}
+        return rebuilt
+
+
 def _branch_of(body: Mapping[str, Any]) -> str:
     [moved] = updates_of(body, "set-snapshot-ref")
     return str(moved.get("ref-name"))
@@ -131,4 +173,19 @@ def rebuilder_for(change: ClassifiedChange, body: Mapping[str, Any],
         return OperationRebuilder(change, change.operation, limits)
     base = None if change.base is None else change.base.metadata
     shape = appends_only(body, change.intent, base)
-    return None if shape is None else AppendRebuilder(change, shape, limits)
+    if shape is not None:
+        return AppendRebuilder(change, shape, limits)
+    return _yielding(change, body, base, limits)
+
+
+def _yielding(change: ClassifiedChange, body: Mapping[str, Any], base: TableMetadata | None,
+              limits: CommitLimits) -> Rebuilder | None:
+    """A DELETE or UPDATE on a table whose compactions yield to writers."""
+    if base is None or not yields_to_writers(base) or base.format_version != 2:
+        return None
+    if not change.intent.actions & {Action.DELETE, Action.UPDATE}:
+        return None
+    shape = single_snapshot(body)
+    if shape is None:
+        return None
+    return YieldingRebuilder(change, shape, asserted_head(body, shape.branch), limits)

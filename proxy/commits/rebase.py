@@ -75,10 +75,12 @@ def appends_only(body: Mapping[str, Any], intent: CommitIntent,
     if (evidence.classification != "INSERT" or not evidence.verified or counts.added_delete_files
             or counts.removed_data_files or counts.removed_delete_files):
         return None
-    return _shape(body)
+    return single_snapshot(body)
 
 
-def _shape(body: Mapping[str, Any]) -> AppendShape | None:
+def single_snapshot(body: Mapping[str, Any]) -> AppendShape | None:
+    """The branch and snapshot of a commit that adds one snapshot and moves one branch to it,
+    and asserts nothing but the table's uuid and refs; None for any other commit."""
     updates = [u for u in body.get("updates") or []]
     if len(updates) != 2 or any(r.get("type") not in _REQUIREMENTS
                                 for r in body.get("requirements") or []):
