@@ -15,6 +15,10 @@ the answer until the client gives up (longer than its read timeout), and abort t
 (RST) before or after forwarding. A fault fires on the exchange that matches it; ``on_fire`` runs
 when it does (e.g. to arm a follow-up fault on the reload that comes next).
 
+``gather(n)`` holds the next ``n`` matching requests until all ``n`` have arrived, then lets
+them through together: placed in front of icegov, it makes ``n`` clients' commits meet on the
+same base state, so the race a test needs happens every time, not by chance.
+
 HTTP/1.1 is parsed with h11 (keep-alive connections, as icegov's pool uses them); the upstream is
 reached with httpx. The server runs its own event loop in a daemon thread and stops, closing held
 connections, when the ``fault_proxy`` block exits.
@@ -127,6 +131,18 @@ class ArmedFault:
     fired: int = 0
 
 
+@dataclass
+class Gate:
+    """Holds matching requests until ``count`` have arrived (or ``timeout_seconds`` passed)."""
+
+    count: int
+    matches: Matcher
+    timeout_seconds: float
+    arrived: int = 0
+    timed_out: bool = False
+    opened: asyncio.Event = field(default_factory=asyncio.Event)
+
+
 @dataclass(frozen=True)
 class Exchange:
     """One request the fault proxy received: whether it reached the backing, and how it ended."""
@@ -158,6 +174,7 @@ class FaultProxy:
         self.url = ""
         self._lock = threading.Lock()
         self._armed: list[ArmedFault] = []
+        self._gates: list[Gate] = []
         self._exchanges: list[Exchange] = []
 
     def arm(self, fault: Fault, times: int = 1, match: Matcher = table_commit,
@@ -168,10 +185,19 @@ class FaultProxy:
             self._armed.append(armed)
         return armed
 
+    def gather(self, count: int, match: Matcher = table_commit,
+               timeout_seconds: float = 120.0) -> Gate:
+        """Hold the next ``count`` requests that ``match`` until all of them have arrived."""
+        gate = Gate(count, match, timeout_seconds)
+        with self._lock:
+            self._gates.append(gate)
+        return gate
+
     def disarm_all(self) -> None:
-        """Forget every armed fault (those that have fired keep their counts)."""
+        """Forget every armed fault and gate (those that fired keep their counts)."""
         with self._lock:
             self._armed.clear()
+            self._gates.clear()
 
     @property
     def exchanges(self) -> list[Exchange]:
@@ -201,6 +227,15 @@ class FaultProxy:
         if armed.on_fire is not None:
             armed.on_fire()
         return armed.fault
+
+    def _join_gate(self, method: str, path: str) -> Gate | None:
+        with self._lock:
+            gate = next((g for g in self._gates if g.matches(method, path)), None)
+            if gate is not None:
+                gate.arrived += 1
+                if gate.arrived == gate.count:
+                    self._gates.remove(gate)
+            return gate
 
     def _record(self, exchange: Exchange) -> None:
         with self._lock:
@@ -256,6 +291,7 @@ class _Server:
     async def _serve_request(self, request: _Request, connection: h11.Connection,
                              reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         """Answer one request (or not); False when the connection must end."""
+        await self._pass_gate(request)
         fault = self._proxy._take_fault(request.method, request.path)
         status: int | None = None
         answer: tuple[int, list[tuple[bytes, bytes]], bytes] | None = None
@@ -270,6 +306,18 @@ class _Server:
             return True
         assert fault is not None
         return await _misbehave(fault, connection, reader, writer)
+
+    async def _pass_gate(self, request: _Request) -> None:
+        gate = self._proxy._join_gate(request.method, request.path)
+        if gate is None:
+            return
+        if gate.arrived >= gate.count:
+            gate.opened.set()
+            return
+        try:
+            await asyncio.wait_for(gate.opened.wait(), gate.timeout_seconds)
+        except TimeoutError:
+            gate.timed_out = True
 
     async def _forward(self, request: _Request) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         headers = [(k, v) for k, v in request.headers if k.decode().lower() not in _HOP_BY_HOP]
