@@ -157,10 +157,19 @@ class _Attempts:
         if self._unknown is None and not self._may_retry():
             self._report(outcome="conflict")
             return relayed(upstream, upstream.content)
-        states = await self._reload()
+        try:
+            states = await self._reload()
+        except IcebergError:
+            if self._unknown is not None:  # an earlier try may have landed: never a 409
+                raise self._unknown from None
+            self._report(outcome="conflict")
+            return relayed(upstream, upstream.content)
         if self._unknown is not None and self._outcome(states) is Outcome.LANDED:
             return self._reconciled(states)  # an earlier, unknown try had landed
         if not self._may_retry():
+            if self._unknown is not None:  # that earlier try may land yet: never a 409
+                self._report(outcome="unknown")
+                raise self._unknown
             self._report(outcome="conflict")
             return relayed(upstream, upstream.content)
         self._learn(states)
