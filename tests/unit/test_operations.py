@@ -305,3 +305,24 @@ def test_operation_on_a_branch_leaves_main_alone(tbl: Tbl) -> None:
     assert tbl.table.metadata.current_snapshot_id == main_head
     assert tbl.table.metadata.refs["audit"].snapshot_id == built.snapshot_id
     assert tbl.rows() == [(1, "a")]
+
+
+def test_appends_merge_small_manifests_and_keep_every_row(tbl: Tbl) -> None:
+    with tbl.table.transaction() as tx:
+        tx.set_properties({"commit.manifest.min-count-to-merge": "3"})
+    tbl.refresh()
+    tbl.append([1])
+    tbl.append([2])
+    built = tbl.build({"action": "append-files", "data-files": tbl.wire(tbl.write([3]))})
+    assert tbl.actions(built) == {Action.INSERT}  # EXISTING entries carried, none dropped
+    tbl.land(built)
+    snapshot = tbl.table.current_snapshot()
+    assert snapshot is not None
+    assert len(snapshot.manifests(tbl.table.io)) == 1
+    tbl.append([4])
+    assert tbl.rows() == [(1, "a"), (2, "a"), (3, "a"), (4, "a")]
+    snapshot = tbl.table.current_snapshot()
+    assert snapshot is not None and snapshot.summary is not None
+    assert len(snapshot.manifests(tbl.table.io)) == 2
+    assert snapshot.summary["total-records"] == "4"
+    assert snapshot.summary["total-data-files"] == "4"

@@ -29,6 +29,7 @@ from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.operations.conflicts import WindowChanges
 from proxy.commits.operations.filters import FileFilter
 from proxy.commits.operations.head import HeadReader
+from proxy.commits.operations.merge import manifests_to_merge
 from proxy.commits.operations.request import (
     APPEND,
     DELETE,
@@ -61,7 +62,11 @@ def plan_operation(operation: DataOperation, head: Snapshot | None, reader: Head
     added = operation.added_data + operation.added_deletes
     manifests = reader.manifests(head) if head is not None else []
     if operation.action == APPEND:
-        return SnapshotPlan("append", head, kept=manifests, added=added), []
+        merged = manifests_to_merge(manifests, added, metadata)
+        merging = {m.manifest_path for m in merged}
+        return SnapshotPlan("append", head,
+                            kept=[m for m in manifests if m.manifest_path not in merging],
+                            added=added, merged=[(m, reader.entries(m)) for m in merged]), []
     removal = _Removal(
         data={canonical_location(p) for p in operation.deleted_data},
         deletes={canonical_location(p) for p in operation.deleted_deletes},

@@ -69,13 +69,16 @@ class Rewrite:
 
 @dataclass
 class SnapshotPlan:
-    """What the new snapshot holds: new files, rewritten head manifests, kept head manifests."""
+    """What the new snapshot holds: new files, rewritten head manifests, kept head manifests,
+    and head data manifests ``merged`` into the new manifest of their spec (their live entries
+    carried over as EXISTING, as Iceberg's merging append does)."""
 
     operation: str
     parent: Snapshot | None
     kept: list[ManifestFile] = field(default_factory=list)
     rewrites: list[Rewrite] = field(default_factory=list)
     added: tuple[DataFile, ...] = ()
+    merged: list[tuple[ManifestFile, list[ManifestEntry]]] = field(default_factory=list)
 
 
 def write_snapshot(plan: SnapshotPlan, metadata: TableMetadata, io: FileIO, *,
@@ -83,7 +86,7 @@ def write_snapshot(plan: SnapshotPlan, metadata: TableMetadata, io: FileIO, *,
     """Write ``plan``'s manifests and manifest list; the ``add-snapshot`` snapshot JSON."""
     out = _Output(metadata, io, snapshot_id)
     summary = SnapshotSummaryCollector()
-    manifests = [*out.new_manifests(plan.added, summary),
+    manifests = [*out.new_manifests(plan.added, summary, plan.merged),
                  *(out.rewritten(r, summary) for r in plan.rewrites), *plan.kept]
     last_sequence = int(getattr(metadata, "last_sequence_number", 0) or 0)
     sequence = last_sequence + 1 if metadata.format_version >= 2 else None
@@ -138,9 +141,15 @@ class _Output:
     def path(self, name: str) -> str:
         return f"{self._root}/{name}"
 
-    def new_manifests(self, files: Iterable[DataFile],
-                      summary: SnapshotSummaryCollector) -> list[ManifestFile]:
-        """One manifest of ADDED entries per (content, spec) of ``files``."""
+    def new_manifests(self, files: Iterable[DataFile], summary: SnapshotSummaryCollector,
+                      merged: Iterable[tuple[ManifestFile, list[ManifestEntry]]] = ()
+                      ) -> list[ManifestFile]:
+        """One manifest of ADDED entries per (content, spec) of ``files``; a data manifest
+        also carries the live entries of the ``merged`` manifests of its spec as EXISTING."""
+        carried: dict[int, list[ManifestEntry]] = defaultdict(list)
+        for manifest, entries in merged:
+            carried[manifest.partition_spec_id].extend(
+                e for e in entries if e.status != ManifestEntryStatus.DELETED)
         groups: dict[tuple[bool, int], list[DataFile]] = defaultdict(list)
         for data_file in files:
             groups[(data_file.content == DataFileContent.DATA, data_file.spec_id)].append(data_file)
@@ -153,7 +162,11 @@ class _Output:
                         status=ManifestEntryStatus.ADDED, snapshot_id=self._snapshot_id,
                         data_file=data_file))
                     summary.add_file(data_file, self._schema, spec)
+                for entry in carried.pop(spec_id, []) if is_data else []:
+                    writer.existing(entry)
             written.append(writer.to_manifest_file())
+        if carried:  # planning merges only specs that get new data files
+            raise ValueError("merged manifests of a spec without new data files")
         return written
 
     def rewritten(self, rewrite: Rewrite, summary: SnapshotSummaryCollector) -> ManifestFile:
