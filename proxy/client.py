@@ -68,6 +68,12 @@ class _Change:
     update: dict[str, Any]
     written: list[DataFile] = field(default_factory=list)
 
+    @property
+    def empty(self) -> bool:
+        """Nothing to add or remove (a filter that matched nothing): nothing to commit."""
+        return not any(self.update.get(k) for k in (
+            "data-files", "added-data-files", "deleted-data-files", "row-filter"))
+
     def body(self) -> dict[str, Any]:
         identifier = self.table.name()
         return {"identifier": {"namespace": list(identifier[:-1]), "name": identifier[-1]},
@@ -143,7 +149,10 @@ class IcegovClient:
         return list(_dataframe_to_data_files(table.metadata, rows, table.io))
 
     def commit(self, change: _Change) -> Table:
-        """Send one prepared change (``prepare_append`` / ``prepare_overwrite``)."""
+        """Send one prepared change (``prepare_append`` / ``prepare_overwrite``); an empty one
+        is not sent."""
+        if change.empty:
+            return change.table
         identifier = change.table.name()
         path = self.catalog._split_identifier_for_path(identifier)
         url = self.catalog.url("namespaces/{namespace}/tables/{table}", **path)
@@ -185,6 +194,8 @@ class ClientTransaction:
                                   **_base(table)}))
 
     def _add(self, change: _Change) -> None:
+        if change.empty:
+            return
         name = change.table.name()
         if name in self._changes:
             raise ValueError(f"{'.'.join(name)} already has an operation in this transaction")

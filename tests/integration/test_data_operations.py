@@ -82,6 +82,7 @@ def test_append_delete_and_overwrite_read_back_exactly(client: IcegovClient, nam
     client.append(table, batch([1, 2, 3]))
     client.append(table, batch([4], "b"))
     assert rows(client, table) == [(1, "a"), (2, "a"), (3, "a"), (4, "b")]
+    client.delete_where(table, "id = 99")  # matches nothing: nothing is committed
     client.delete_where(table, "id = 2")  # part of a file: rewritten without the row
     assert rows(client, table) == [(1, "a"), (3, "a"), (4, "b")]
     landed = client.overwrite(table, batch([40], "b"), "p = 'b'")
