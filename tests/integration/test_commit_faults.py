@@ -32,6 +32,7 @@ from pyiceberg.types import LongType, NestedField
 
 from proxy.app import create_app
 from proxy.catalog import EmbeddedCatalog
+from proxy.commits.retry import CommitRetry
 from proxy.settings import Timeouts
 from tests.support.commit_capture import wire_json
 from tests.support.errors import assert_error_model
@@ -46,6 +47,7 @@ from tests.support.faults import (
     status_before,
     table_load,
     timeout_after_commit,
+    transaction_commit,
 )
 from tests.support.http import token
 from tests.support.servers import serve
@@ -55,6 +57,7 @@ NAMESPACE = "faults"
 SCHEMA = Schema(NestedField(1, "id", LongType(), required=False))
 NO_CLIENT_RETRIES = {"commit.retry.num-retries": "0"}
 SHORT_READ_TIMEOUT = 2.0  # icegov's read timeout in the instance that meets timeout_after_commit
+SHORT_RETRIES = CommitRetry(max_attempts=3)  # and its tries of one commit
 CLIENT_TIMEOUT = 180.0
 
 LANDED_FIRST = [drop_after_commit(), status_after(500), status_after(502), status_after(503),
@@ -82,7 +85,7 @@ def backing_catalog(backend: str, workdir: Path) -> Iterator[str]:
 @dataclass(frozen=True)
 class FaultStack:
     """icegov → fault proxy → backing catalog; ``short_url`` is an icegov with a short read
-    timeout in front of the same fault proxy."""
+    timeout and few tries in front of the same fault proxy."""
 
     faults: FaultProxy
     url: str
@@ -97,7 +100,7 @@ def stack(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fa
         icegov = create_app(settings_for_tests(workdir, catalog_uri=faults.url))
         short = create_app(settings_for_tests(
             workdir / "short", catalog_uri=faults.url,
-            timeouts=Timeouts(read=SHORT_READ_TIMEOUT)))
+            timeouts=Timeouts(read=SHORT_READ_TIMEOUT), commit_retry=SHORT_RETRIES))
         with serve(icegov) as url, serve(short) as short_url:
             RestCatalog("setup", uri=url, credential=ADMIN).create_namespace_if_not_exists(
                 NAMESPACE)
@@ -161,11 +164,16 @@ def prepared_append(table: Table, *values: int) -> PreparedCommit:
 def send(url: str, table: Table, commit: PreparedCommit) -> httpx.Response:
     """POST the commit to icegov as the admin, at the path pyiceberg would use."""
     namespace, name = table.name()[-2:]
+    return post(url, f"namespaces/{namespace}/tables/{name}", commit.body)
+
+
+def post(url: str, path: str, body: dict[str, Any]) -> httpx.Response:
+    """POST ``body`` to ``/v1/{prefix}/{path}`` on icegov as the admin."""
     headers = {"authorization": f"Bearer {token(url, ADMIN)}"}
     with httpx.Client(base_url=url, headers=headers, timeout=CLIENT_TIMEOUT) as http:
         prefix = http.get("/v1/config").json().get("overrides", {}).get("prefix")
         root = f"/v1/{prefix}" if prefix else "/v1"
-        return http.post(f"{root}/namespaces/{namespace}/tables/{name}", json=commit.body)
+        return http.post(f"{root}/{path}", json=body)
 
 
 def table_ids(catalog: RestCatalog, table: Table) -> list[int]:
@@ -263,9 +271,9 @@ def test_an_append_that_never_reaches_the_backing_is_never_reported_landed(
     """Every attempt is refused before the backing: bounded retries, then an honest failure."""
     commit = prepared_append(table, 10, 11)
     armed = faults.arm(status_before(503), times=10_000)
-    response = send(stack.url, table, commit)
+    response = send(stack.short_url, table, commit)
     faults.disarm_all()
-    assert armed.fired >= 1
+    assert armed.fired == SHORT_RETRIES.max_attempts
     assert not faults.forwarded()
     if response.status_code == 409:  # allowed: nothing landed
         assert_error_model(response, 409, "CommitFailedException")
@@ -328,3 +336,24 @@ def test_a_metadata_only_commit_whose_state_holds_answers_200(
     reloaded = catalog.load_table(table.name())
     assert reloaded.properties["owner-team"] == "faults"
     assert len(faults.forwarded()) == 1
+
+
+@pytest.mark.parametrize("fault", [drop_after_commit(), status_after(502), status_before(503)],
+                         ids=str)
+def test_a_transaction_of_two_appends_through_a_fault_lands_once(
+        stack: FaultStack, faults: FaultProxy, catalog: RestCatalog, table: Table,
+        fault: Fault) -> None:
+    other = catalog.create_table(f"{NAMESPACE}.t_{uuid.uuid4().hex[:8]}", SCHEMA,
+                                 properties=NO_CLIENT_RETRIES)
+    commits = [(table, prepared_append(table, 10)), (other, prepared_append(other, 20))]
+    changes = [{"identifier": {"namespace": [NAMESPACE], "name": t.name()[-1]}, **c.body}
+               for t, c in commits]
+    armed = faults.arm(fault, match=transaction_commit)
+    response = post(stack.url, "transactions/commit", {"table-changes": changes})
+    assert armed.fired == 1
+    assert response.status_code == 204, (response.status_code, response.text)
+    for t, commit in commits:
+        assert snapshot_ids(catalog, t).count(commit.snapshot_ids[0]) == 1
+    assert table_ids(catalog, table) == [1, 2, 3, 10]
+    assert table_ids(catalog, other) == [20]
+    assert len(faults.forwarded(transaction_commit)) == 1
