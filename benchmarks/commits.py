@@ -103,9 +103,27 @@ class JavaRetries:
                 sleep(self.delay_ms(attempt, rng) / 1000)
 
 
+class StatusCounter:
+    """Counts the HTTP statuses of the commit POSTs a pyiceberg client sends (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[int] = Counter()
+        self._lock = threading.Lock()
+
+    def attach(self, client: RestCatalog) -> RestCatalog:
+        client._session.hooks["response"].append(self._record)
+        return client
+
+    def _record(self, response: Any, *_: Any, **__: Any) -> None:
+        request = response.request
+        if request.method == "POST" and "/tables/" in request.url:
+            with self._lock:
+                self.counts[response.status_code] += 1
+
+
 # -- modes -----------------------------------------------------------------------------------
 
-Appender = Callable[[RestCatalog, str, pa.Table, random.Random], int]
+Appender = Callable[[Any, str, pa.Table, random.Random], int]
 
 
 def one_row(row_id: int) -> pa.Table:
@@ -130,12 +148,23 @@ def append_once(client: RestCatalog, name: str, rows: pa.Table, _: random.Random
     return 1
 
 
-def append_files_once(client: RestCatalog, name: str, rows: pa.Table, _: random.Random) -> int:
+def append_files_once(client: Any, name: str, rows: pa.Table, _: random.Random) -> int:
     """Mode (c): icegov's ``append-files`` through the shipped client, once."""
-    from proxy import client as icegov_client  # type: ignore[attr-defined]
-
-    icegov_client.append(client.load_table(name), rows)
+    client.append(name, rows)
     return 1
+
+
+def rest_client(url: str, principal: str | None, counter: StatusCounter) -> RestCatalog:
+    return counter.attach(catalog(url, principal))
+
+
+def icegov_client(url: str, principal: str | None, counter: StatusCounter) -> Any:
+    from proxy.client import IcegovClient
+
+    credential = {} if principal is None else {"credential": f"{principal}:{principal}-secret"}
+    client = IcegovClient(url, **credential)
+    counter.attach(client.catalog)
+    return client
 
 
 @dataclass(frozen=True)
@@ -145,25 +174,31 @@ class Mode:
     url: str
     principal: str | None
     appender: Appender
+    connect: Callable[[str, str | None, StatusCounter], Any] = rest_client
     properties: dict[str, str] = field(default_factory=lambda: dict(NO_CLIENT_RETRIES))
+
+    def client(self, counter: StatusCounter) -> Any:
+        """A new client of this mode (one per thread), counting its commit statuses."""
+        return self.connect(self.url, self.principal, counter)
 
 
 def client_available() -> bool:
     try:
-        from proxy import client as icegov_client  # type: ignore[attr-defined]
+        from proxy.client import IcegovClient  # noqa: F401
     except ImportError:
         return False
-    return hasattr(icegov_client, "append")
+    return True
 
 
 def build_modes(keys: str, direct: str, proxied: str) -> list[Mode]:
     modes = {
         "a": Mode("a", "direct, Java retries", direct, None, append_with_java_retries),
         "b": Mode("b", "icegov rebase", proxied, "writer", append_once),
-        "c": Mode("c", "icegov append-files", proxied, "writer", append_files_once),
+        "c": Mode("c", "icegov append-files", proxied, "writer", append_files_once,
+                  icegov_client),
     }
     if "c" in keys and not client_available():
-        print("# mode (c) skipped: proxy.client (append-files) is not available yet", flush=True)
+        print("# mode (c) skipped: proxy.client (append-files) is not available", flush=True)
         keys = keys.replace("c", "")
     return [modes[key] for key in keys]
 
@@ -194,25 +229,7 @@ class RunResult:
         return len(self.landed) / self.seconds if self.seconds else 0.0
 
 
-class StatusCounter:
-    """Counts the HTTP statuses of the commit POSTs a pyiceberg client sends (thread-safe)."""
-
-    def __init__(self) -> None:
-        self.counts: Counter[int] = Counter()
-        self._lock = threading.Lock()
-
-    def attach(self, client: RestCatalog) -> RestCatalog:
-        client._session.hooks["response"].append(self._record)
-        return client
-
-    def _record(self, response: Any, *_: Any, **__: Any) -> None:
-        request = response.request
-        if request.method == "POST" and "/tables/" in request.url:
-            with self._lock:
-                self.counts[response.status_code] += 1
-
-
-def worker(mode: Mode, client: RestCatalog, name: str, ids: list[int], start: threading.Barrier,
+def worker(mode: Mode, client: Any, name: str, ids: list[int], start: threading.Barrier,
            result: RunResult, lock: threading.Lock) -> None:
     rng = random.Random(ids[0] if ids else 0)
     start.wait()
@@ -234,7 +251,7 @@ def run_row(admin: RestCatalog, mode: Mode, threads: int, appends: int) -> RunRe
     admin.create_table(name, SCHEMA, properties=mode.properties)
     result, lock = RunResult(threads, appends, mode.key), threading.Lock()
     statuses = StatusCounter()
-    clients = [statuses.attach(catalog(mode.url, mode.principal)) for _ in range(threads)]
+    clients = [mode.client(statuses) for _ in range(threads)]
     barrier = threading.Barrier(threads + 1)
     pool = [threading.Thread(target=worker, args=(mode, clients[t], name,
                                                   list(range(t, appends, threads)), barrier,
