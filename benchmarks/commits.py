@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import random
 import sys
@@ -219,6 +220,7 @@ class RunResult:
     attempts: int = 0
     statuses: Counter[int] = field(default_factory=Counter)
     problems: list[str] = field(default_factory=list)
+    server: str = ""  # how icegov landed the commits (from its audit log), for (b) and (c)
 
     @property
     def failures(self) -> int:
@@ -245,7 +247,8 @@ def worker(mode: Mode, client: Any, name: str, ids: list[int], start: threading.
             result.attempts += attempts
 
 
-def run_row(admin: RestCatalog, mode: Mode, threads: int, appends: int) -> RunResult:
+def run_row(admin: RestCatalog, mode: Mode, threads: int, appends: int,
+            audit_log: Path) -> RunResult:
     """Create the row's table, run ``appends`` appends on ``threads`` threads, verify."""
     name = f"{NAMESPACE}.t{threads}x{appends}_{mode.key}"
     admin.create_table(name, SCHEMA, properties=mode.properties)
@@ -265,6 +268,8 @@ def run_row(admin: RestCatalog, mode: Mode, threads: int, appends: int) -> RunRe
     result.seconds = time.perf_counter() - started
     result.statuses = statuses.counts
     result.problems = verify(admin.load_table(name), result.landed)
+    if mode.principal is not None:
+        result.server = server_side(audit_log, name.split(".")[-1])
     return result
 
 
@@ -298,6 +303,23 @@ def verify(table: Table, landed: set[int]) -> list[str]:
     return problems
 
 
+def server_side(audit_log: Path, table: str) -> str:
+    """How icegov landed the commits to ``table``, from the ``evidence`` of its audit records:
+    outcomes, how many were rebased, and the most tries one took."""
+    outcomes: Counter[str] = Counter()
+    rebased, most_tries = 0, 0
+    for line in audit_log.read_text().splitlines():
+        record = json.loads(line)
+        if record.get("endpoint") != "commit_table" or not record["path"].endswith(f"/{table}"):
+            continue
+        for evidence in record.get("evidence") or []:
+            outcomes[str(evidence.get("outcome"))] += 1
+            rebased += bool(evidence.get("rebased"))
+            most_tries = max(most_tries, int(evidence.get("tries") or 0))
+    shown = ", ".join(f"{name}: {n}" for name, n in outcomes.most_common())
+    return f"icegov outcomes {{{shown}}}, {rebased} rebased, at most {most_tries} tries"
+
+
 # -- report ----------------------------------------------------------------------------------
 
 
@@ -326,9 +348,10 @@ def detail_line(result: RunResult) -> str:
     statuses = ", ".join(f"{status}: {n}" for status, n in sorted(result.statuses.items()))
     errors = ", ".join(f"{name} x{n}" for name, n in result.errors.most_common()) or "none"
     verdict = "; ".join(result.problems) or "ok"
+    server = f"; {result.server}" if result.server else ""
     return (f"- ({result.threads}, {result.appends}) ({result.mode}): {len(result.landed)} landed "
             f"in {result.seconds:.1f} s, {result.attempts} attempts for them; commit POST "
-            f"statuses {{{statuses}}}; failures: {errors}; verification: {verdict}")
+            f"statuses {{{statuses}}}; failures: {errors}{server}; verification: {verdict}")
 
 
 def report(results: dict[tuple[int, int], dict[str, RunResult]]) -> None:
@@ -406,7 +429,7 @@ def main() -> None:
             results: dict[tuple[int, int], dict[str, RunResult]] = {}
             for row in args.rows:
                 for mode in modes:
-                    result = run_row(admin, mode, *row)
+                    result = run_row(admin, mode, *row, tmp / "audit.log")
                     results.setdefault(row, {})[mode.key] = result
                     print(detail_line(result), flush=True)
             report(results)
