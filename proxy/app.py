@@ -26,6 +26,7 @@ from proxy.dispatch import iceberg_app
 from proxy.enforce import CatalogNames, Gate
 from proxy.evidence import ChangeClassifier
 from proxy.handlers import BackingHandlers, healthz
+from proxy.idempotency import iso_duration, open_idempotency
 from proxy.identity import build_identity
 from proxy.inbound import InboundRequest
 from proxy.intent import check_intents_complete
@@ -81,6 +82,9 @@ def create_app(settings: Settings, backing: Backing | None = None) -> Starlette:
     forwarder = Forwarder(backing.transport, backing.base_url, auth, timeout)
     audit = AuditLog(settings.audit)
     offers = BackingOffers(forwarder.fetch, settings.endpoints_refresh_seconds)
+    idempotency = open_idempotency(settings)
+    config = ConfigHandler(forwarder, offers, iso_duration(
+        settings.idempotency.lifetime_seconds) if idempotency is not None else None)
     gate = Gate(
         identity.authenticator, authorizer, offers,
         CatalogNames(settings.catalog_name, settings.catalogs),
@@ -88,10 +92,11 @@ def create_app(settings: Settings, backing: Backing | None = None) -> Starlette:
         settings.commit_limits.max_table_changes,
     )
     dispatcher = GovernedDispatcher(
-        RouteTable(), _handlers(forwarder, authorizer, offers, identity.token_endpoint,
+        RouteTable(), _handlers(forwarder, authorizer, config, identity.token_endpoint,
                                 CommitHandlers(Committer(forwarder, settings.commit_limits,
                                                          settings.commit_retry))),
         _forward(forwarder), gate, audit, settings.max_body_bytes,
+        idempotency=idempotency,
     )
     readiness = BackingHandlers(forwarder, authorizer)
 
@@ -100,6 +105,8 @@ def create_app(settings: Settings, backing: Backing | None = None) -> Starlette:
         async with authorizer.watching():
             yield
         await backing.aclose()
+        if idempotency is not None:
+            await idempotency.close()
         audit.close()
 
     return iceberg_app(
@@ -110,7 +117,7 @@ def create_app(settings: Settings, backing: Backing | None = None) -> Starlette:
     )
 
 
-def _handlers(forwarder: Forwarder, authorizer: PolicyAuthorizer, offers: BackingOffers,
+def _handlers(forwarder: Forwarder, authorizer: PolicyAuthorizer, config: ConfigHandler,
               token_endpoint: Callable[[InboundRequest], Awaitable[Response]],
               commits: CommitHandlers) -> dict[str, GovernedHandler]:
     """The endpoints icegov owns, by name (checked complete against the route table)."""
@@ -120,7 +127,7 @@ def _handlers(forwarder: Forwarder, authorizer: PolicyAuthorizer, offers: Backin
         return await token_endpoint(inbound)
 
     return {
-        "get_config": ConfigHandler(forwarder, offers).get_config,
+        "get_config": config.get_config,
         "oauth_tokens": oauth_tokens,
         "list_namespaces": listing.list_namespaces,
         "list_tables": listing.list_tables,

@@ -48,6 +48,7 @@ class AuditRecord:
     error: str | None = None  # the message of the error answered, if any
     evidence: list[dict[str, Any]] = field(default_factory=list)
     status: int | None = None
+    replayed: bool = False  # the stored answer of an earlier request with its Idempotency-Key
     started: float = field(default_factory=time.perf_counter)
 
     def to_event(self) -> dict[str, Any]:
@@ -70,6 +71,7 @@ class AuditRecord:
             "evidence": self.evidence,
             "status": self.status,
             "error": self.error,
+            "replayed": self.replayed,
             "new_snapshot_ids": self.new_snapshot_ids(),
             "latency_ms": round((time.perf_counter() - self.started) * 1000, 3),
         }

@@ -3,6 +3,9 @@
 The ``endpoints`` list is what the backing advertises (the spec's default set when it lists
 none) and icegov's route table knows — exactly what icegov will forward — so clients never
 plan on an endpoint that would be refused.
+
+``idempotency-key-lifetime`` is icegov's own (its store keeps its own final answers), never the
+backing's: absent when icegov's Idempotency-Key support is disabled.
 """
 
 from __future__ import annotations
@@ -18,13 +21,17 @@ from proxy.errors import BackingUnavailable
 from proxy.inbound import InboundRequest
 from proxy.routes import FORWARDABLE
 
+LIFETIME = "idempotency-key-lifetime"
+
 
 class ConfigHandler:
     """Answers ``GET /v1/config`` from the backing's config."""
 
-    def __init__(self, forwarder: Forwarder, offers: BackingOffers) -> None:
+    def __init__(self, forwarder: Forwarder, offers: BackingOffers,
+                 idempotency_key_lifetime: str | None = None) -> None:
         self._forwarder = forwarder
         self._offers = offers
+        self._lifetime = idempotency_key_lifetime
 
     async def get_config(self, inbound: InboundRequest, _: Admission) -> Response:
         upstream = await self._forwarder.fetch(CONFIG_PATH, inbound.query_string, inbound.headers)
@@ -39,4 +46,7 @@ class ConfigHandler:
         offer = (self._offers.learn(config) if not inbound.query_string
                  else self._offers.parse(config))
         config["endpoints"] = sorted(offer.endpoints & FORWARDABLE)
+        config.pop(LIFETIME, None)
+        if self._lifetime is not None:
+            config[LIFETIME] = self._lifetime
         return JSONResponse(config)

@@ -12,11 +12,15 @@
 7. the final decision on the classified actions (403).
 
 The audit record says what really happened at each step; the ``Admission`` goes to the handler.
+``admit`` runs every step; ``admit_coarse`` (1-5) and ``complete`` (6-7) let the pipeline replay
+an Idempotency-Key's stored answer in between: after every check a caller must pass to see it,
+before the evidence (a replayed commit has landed already and would no longer classify).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from proxy.admission import Admission, ClassifiedChange
 from proxy.audit import AuditRecord
@@ -56,6 +60,20 @@ class CatalogNames:
         raise NotFound("no such catalog")
 
 
+@dataclass(frozen=True)
+class Coarse:
+    """A request past steps 1-5. ``complete`` is False for a commit, whose ``admission`` still
+    lacks the classified changes and the final decisions (``Gate.complete`` adds them)."""
+
+    inbound: InboundRequest
+    admission: Admission
+    complete: bool = True
+
+    @property
+    def principal(self) -> Principal | None:
+        return self.admission.principal
+
+
 class Gate:
     """Decides, for each inbound request, whether it may proceed; fills its audit record."""
 
@@ -71,10 +89,15 @@ class Gate:
 
     async def admit(self, inbound: InboundRequest, record: AuditRecord) -> Admission:
         """Let the request through or raise 400/401/403/404; fills ``record`` as it goes."""
+        return await self.complete(await self.admit_coarse(inbound, record), record)
+
+    async def admit_coarse(self, inbound: InboundRequest, record: AuditRecord) -> Coarse:
+        """Steps 1-5: who calls, what for, hidden or not, and the coarse decision (raises
+        400/401/403/404). Every request but a commit is decided in full here."""
         endpoint = inbound.route.endpoint
         if endpoint.name in PUBLIC_ENDPOINTS:
             record.decision = "public"
-            return Admission(None, Intent(public=True), "")
+            return Coarse(inbound, Admission(None, Intent(public=True), ""))
         record.decision = "unauthenticated"
         principal = self._authenticator.authenticate(inbound.headers)
         record.principal = principal
@@ -86,14 +109,33 @@ class Gate:
         intent = intent_of(inbound, Names(catalog, self._max_table_changes))
         record.resources = tuple(str(r) for r in _resources(intent))
         if intent.commit:
-            return await self._admit_commit(inbound, principal, intent, catalog, record)
+            self._admit_commit_coarse(principal, intent, record)
+            return Coarse(inbound, Admission(principal, intent, catalog), complete=False)
         decisions = self._decide(principal, intent.needs, record)
         self._check(principal, intent.hide, decisions, record)
         record.decision = "allow"
-        return Admission(principal, intent, catalog, decisions)
+        return Coarse(inbound, Admission(principal, intent, catalog, decisions))
 
-    async def _admit_commit(self, inbound: InboundRequest, principal: Principal, intent: Intent,
-                            catalog: str, record: AuditRecord) -> Admission:
+    async def complete(self, coarse: Coarse, record: AuditRecord) -> Admission:
+        """Steps 6-7 for a commit (evidence, then the final decision: 403); any other request
+        was decided by ``admit_coarse`` and passes unchanged."""
+        if coarse.complete:
+            return coarse.admission
+        admission = coarse.admission
+        assert admission.principal is not None  # a commit is never public
+        classified = await self._changes.classify_all(coarse.inbound, admission.intent.changes)
+        record.evidence = [c.report for c in classified]  # the committer adds how it landed
+        needs = tuple(Need(action, c.resource) for c in classified
+                      for action in sorted(c.intent.actions))
+        record.resources = tuple(dict.fromkeys(str(n.resource) for n in needs))
+        decisions = self._decide(admission.principal, needs, record)
+        self._check(admission.principal, (), decisions, record)
+        record.decision = "allow"
+        return Admission(admission.principal, admission.intent, admission.catalog, decisions,
+                         tuple(classified))
+
+    def _admit_commit_coarse(self, principal: Principal, intent: Intent,
+                             record: AuditRecord) -> None:
         for change in intent.changes:
             self._hide(principal, change.resource, record)
         coarse = tuple(self._may_commit(principal, c.resource) for c in intent.changes)
@@ -102,15 +144,6 @@ class Gate:
             if not decision.allowed:
                 record.decision = "deny"
                 raise Forbidden(f"{principal.name} may not change {decision.resource}")
-        classified = await self._changes.classify_all(inbound, intent.changes)
-        record.evidence = [c.report for c in classified]  # the committer adds how it landed
-        needs = tuple(Need(action, c.resource) for c in classified
-                      for action in sorted(c.intent.actions))
-        record.resources = tuple(dict.fromkeys(str(n.resource) for n in needs))
-        decisions = self._decide(principal, needs, record)
-        self._check(principal, (), decisions, record)
-        record.decision = "allow"
-        return Admission(principal, intent, catalog, decisions, tuple(classified))
 
     def _decide(self, principal: Principal, needs: Iterable[Need],
                 record: AuditRecord) -> tuple[Decision, ...]:
@@ -148,4 +181,4 @@ def _resources(intent: Intent) -> tuple[Resource, ...]:
     return tuple(dict.fromkeys(found or intent.hide))
 
 
-__all__ = ["COMMIT_RIGHTS", "Admission", "CatalogNames", "ClassifiedChange", "Gate"]
+__all__ = ["COMMIT_RIGHTS", "Admission", "CatalogNames", "ClassifiedChange", "Coarse", "Gate"]

@@ -3,6 +3,11 @@
 Every request to an Iceberg REST route gets exactly one audit record, written after its outcome
 is known, whatever happened: refused by the route table, denied, hidden, failed in a handler or
 inside icegov (a 500 that carries ``X-Request-ID`` like every other answer).
+
+A request with an ``Idempotency-Key`` runs: the coarse gate (authentication, hiding, the coarse
+decision) → the key: replay of its stored answer, or a claim → the evidence and final decision
+→ the handler → its final answer stored under the key (``proxy.idempotency``). A replay is
+audited with ``replayed``.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ from proxy.backing.forward import relayed
 from proxy.backing.tables import BackingRefused
 from proxy.context import request_id
 from proxy.dispatch import internal_error
-from proxy.enforce import Gate
+from proxy.enforce import Coarse, Gate
 from proxy.errors import IcebergError, error_response
+from proxy.idempotency import Claim, Idempotency, Replay
 from proxy.inbound import InboundRequest, read_routed
 from proxy.routes import ENDPOINTS, RouteTable
 
@@ -45,7 +51,7 @@ class GovernedDispatcher:
 
     def __init__(self, routes: RouteTable, handlers: Mapping[str, GovernedHandler],
                  forward: GovernedHandler, gate: Gate, audit: AuditLog,
-                 max_body_bytes: int) -> None:
+                 max_body_bytes: int, idempotency: Idempotency | None = None) -> None:
         check_owned_handled(handlers)
         self._routes = routes
         self._handlers = dict(handlers)
@@ -53,6 +59,7 @@ class GovernedDispatcher:
         self._gate = gate
         self._audit = audit
         self._max_body = max_body_bytes
+        self._idempotency = idempotency
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         record = _record(scope)
@@ -63,12 +70,7 @@ class GovernedDispatcher:
 
     async def _answer(self, scope: Scope, receive: Receive, record: AuditRecord) -> Response:
         try:
-            return await self._governed(scope, receive, record)
-        except IcebergError as exc:
-            record.error = exc.message
-            return error_response(exc)
-        except BackingRefused as refused:
-            return relayed(refused.response, refused.response.content)
+            return await _answered(self._governed(scope, receive, record), record)
         except Exception as exc:
             record.decision = "error"
             log.exception("unexpected error", error_type=type(exc).__name__,
@@ -78,9 +80,44 @@ class GovernedDispatcher:
     async def _governed(self, scope: Scope, receive: Receive, record: AuditRecord) -> Response:
         inbound = await read_routed(self._routes, scope, receive, self._max_body)
         record.endpoint = inbound.route.endpoint.name
-        admission = await self._gate.admit(inbound, record)
-        handler = self._handlers.get(inbound.route.endpoint.name, self._forward)
-        return await handler(inbound, admission)
+        coarse = await self._gate.admit_coarse(inbound, record)
+        keyed = (await self._idempotency.begin(inbound, coarse.principal)
+                 if self._idempotency is not None else None)
+        if keyed is None:
+            return await self._decided(coarse, record)
+        if isinstance(keyed, Replay):
+            record.decision = "allow"
+            record.replayed = True
+            return keyed.response()
+        return await self._claimed(keyed, coarse, record)
+
+    async def _decided(self, coarse: Coarse, record: AuditRecord) -> Response:
+        """The evidence and final decision, then the handler."""
+        admission = await self._gate.complete(coarse, record)
+        handler = self._handlers.get(coarse.inbound.route.endpoint.name, self._forward)
+        return await handler(coarse.inbound, admission)
+
+    async def _claimed(self, claim: Claim, coarse: Coarse, record: AuditRecord) -> Response:
+        """Run the request under its key's claim; its final answer (an error ErrorModel among
+        them) is stored; a failure inside icegov releases the key."""
+        assert self._idempotency is not None
+        try:
+            response = await _answered(self._decided(coarse, record), record)
+        except BaseException:
+            await self._idempotency.abandon(claim)
+            raise
+        return await self._idempotency.settle(claim, response)
+
+
+async def _answered(answer: Awaitable[Response], record: AuditRecord) -> Response:
+    """The answer, with icegov's errors as ErrorModel and the backing's refusals relayed."""
+    try:
+        return await answer
+    except IcebergError as exc:
+        record.error = exc.message
+        return error_response(exc)
+    except BackingRefused as refused:
+        return relayed(refused.response, refused.response.content)
 
 
 def _record(scope: Scope) -> AuditRecord:

@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from proxy.audit import AuditSettings
 from proxy.commits.limits import CommitLimits
 from proxy.commits.retry import CommitRetry
+from proxy.idempotency.settings import IdempotencySettings
 from proxy.identity.settings import IdentitySettings
 from proxy.policy.settings import PolicySettings
 from proxy.resources import is_plain_name
@@ -83,6 +84,7 @@ class Settings(BaseSettings):
     # factories, not instances: the policy paths depend on the working directory at load time
     policy: PolicySettings = Field(default_factory=PolicySettings)
     audit: AuditSettings = Field(default_factory=AuditSettings)
+    idempotency: IdempotencySettings = Field(default_factory=IdempotencySettings)
 
     @model_validator(mode="after")
     def _catalog_names_are_names(self) -> Settings:
