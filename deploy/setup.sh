@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up icegov on a Debian machine with python3: a virtualenv in .venv with icegov installed.
 #   deploy/setup.sh          runtime only (what `icegov serve` needs)
-#   deploy/setup.sh test     plus the test tools: pyspark, the Iceberg Spark runtime jar, and a
-#                            JDK 17 (installed with apt when missing and we are root)
+#   deploy/setup.sh test     plus the test tools: pyspark, the Iceberg Spark runtime jar, a
+#                            JDK 17 and a PostgreSQL server for the Idempotency-Key tests
+#                            (installed with apt when missing and we are root)
 # Re-running is cheap: packages are reinstalled only when pyproject.toml changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,9 @@ python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
 if [ "$profile" = test ]; then
   if ! command -v javac >/dev/null 2>&1 && ! ls -d /usr/lib/jvm/java-17-openjdk-* >/dev/null 2>&1; then
     missing+=(openjdk-17-jdk-headless)
+  fi
+  if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    missing+=(postgresql)
   fi
 fi
 if [ ${#missing[@]} -gt 0 ]; then

@@ -101,7 +101,7 @@ class IdempotencyStore:
                    "state": PENDING, "claim": token, "created_at": now,
                    "expires_at": now + lease}
             with self._engine.begin() as conn:
-                if conn.execute(self._insert_new(row)).rowcount == 1:
+                if conn.execute(self._insert_new(row)).first() is not None:
                     return Claimed(token)
                 found = conn.execute(select(_keys).where(_keys.c.key == key)).first()
                 if found is not None and found.expires_at >= now:
@@ -135,10 +135,13 @@ class IdempotencyStore:
         self._engine.dispose()
 
     def _insert_new(self, row: dict[str, object]) -> Executable:
-        """INSERT that does nothing when the key exists (rowcount 0), in the store's dialect."""
+        """INSERT that does nothing when the key exists, returning the key only when it
+        inserted (drivers disagree on the row count of ``ON CONFLICT DO NOTHING``)."""
         if self._engine.dialect.name == "postgresql":
-            return postgresql.insert(_keys).values(**row).on_conflict_do_nothing()
-        return sqlite.insert(_keys).values(**row).on_conflict_do_nothing()
+            statement = postgresql.insert(_keys).values(**row).on_conflict_do_nothing()
+        else:
+            statement = sqlite.insert(_keys).values(**row).on_conflict_do_nothing()
+        return statement.returning(_keys.c.key)
 
     def _ensure_table(self) -> None:
         """Create the table on first use (two replicas may race: the loser finds it there)."""
