@@ -138,10 +138,9 @@ class IdempotencyStore:
         """INSERT that does nothing when the key exists, returning the key only when it
         inserted (drivers disagree on the row count of ``ON CONFLICT DO NOTHING``)."""
         if self._engine.dialect.name == "postgresql":
-            statement = postgresql.insert(_keys).values(**row).on_conflict_do_nothing()
-        else:
-            statement = sqlite.insert(_keys).values(**row).on_conflict_do_nothing()
-        return statement.returning(_keys.c.key)
+            return (postgresql.insert(_keys).values(**row).on_conflict_do_nothing()
+                    .returning(_keys.c.key))
+        return sqlite.insert(_keys).values(**row).on_conflict_do_nothing().returning(_keys.c.key)
 
     def _ensure_table(self) -> None:
         """Create the table on first use (two replicas may race: the loser finds it there)."""
