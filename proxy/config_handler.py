@@ -17,11 +17,14 @@ from starlette.responses import JSONResponse, Response
 from proxy.admission import Admission
 from proxy.backing.forward import Forwarder, relayed
 from proxy.backing.offers import CONFIG_PATH, BackingOffers
+from proxy.commits.operations import DATA_OPERATIONS
 from proxy.errors import BackingUnavailable
 from proxy.inbound import InboundRequest
 from proxy.routes import FORWARDABLE
 
 LIFETIME = "idempotency-key-lifetime"
+DATA_OPERATIONS_KEY = "icegov.data-operations"
+"""Advertised in ``defaults``: the data operations icegov commits (``commits.operations``)."""
 
 
 class ConfigHandler:
@@ -46,6 +49,9 @@ class ConfigHandler:
         offer = (self._offers.learn(config) if not inbound.query_string
                  else self._offers.parse(config))
         config["endpoints"] = sorted(offer.endpoints & FORWARDABLE)
+        defaults = config.get("defaults")
+        config["defaults"] = {**(defaults if isinstance(defaults, dict) else {}),
+                              DATA_OPERATIONS_KEY: ",".join(sorted(DATA_OPERATIONS))}
         config.pop(LIFETIME, None)
         if self._lifetime is not None:
             config[LIFETIME] = self._lifetime

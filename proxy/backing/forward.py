@@ -37,6 +37,9 @@ HOP_BY_HOP = frozenset({
     b"x-http-method-override", b"x-http-method", b"x-method-override",
     b"forwarded", b"x-forwarded-for", b"x-forwarded-host", b"x-forwarded-proto",
     b"x-original-url", b"x-rewrite-url",
+    # icegov keeps the client's key itself (its own final answer); passed on, a backing that
+    # honours it would replay its 409 to icegov's own retries of a rebased commit
+    b"idempotency-key",
 })
 
 

@@ -27,10 +27,12 @@ HEADER = b"idempotency-key"
 IDEMPOTENT_ENDPOINTS = frozenset({
     "create_namespace", "drop_namespace", "update_namespace_properties",
     "create_table", "register_table", "commit_table", "drop_table", "rename_table",
-    "commit_transaction", "plan_table_scan", "cancel_planning", "fetch_scan_tasks",
+    "commit_transaction", "cancel_planning",
     "replace_view", "drop_view", "rename_view", "register_view",
 })
-"""Endpoints (by route-table name) whose spec operation lists the ``Idempotency-Key`` header."""
+"""Endpoints (by route-table name) whose spec operation lists the ``Idempotency-Key`` header,
+except planning and fetching scan tasks: they change nothing, and their answers carry vended
+storage credentials that must not be kept at rest."""
 
 _UUID = re.compile(rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 

@@ -14,6 +14,7 @@ from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.types import LongType, NestedField
 from starlette.testclient import TestClient
 
+from proxy.commits.operations import DATA_OPERATIONS
 from tests.support.errors import assert_error_model
 from tests.support.upstream import Upstream, client_for, icegov_token
 
@@ -151,7 +152,12 @@ def test_config_comes_from_the_backing_catalog_with_query() -> None:
     with client_for(upstream) as client:
         response = client.get("/v1/config?warehouse=wh")
     body = response.json()
-    assert {k: v for k, v in body.items() if k != "endpoints"} == config
+    icegov_own = ("endpoints", "idempotency-key-lifetime", "defaults")
+    assert {k: v for k, v in body.items() if k not in icegov_own} == \
+        {k: v for k, v in config.items() if k not in icegov_own}
+    # the backing's defaults, plus the data operations icegov commits itself
+    assert body["defaults"] == {**config["defaults"],
+                                "icegov.data-operations": ",".join(sorted(DATA_OPERATIONS))}
     # no endpoints listed: the spec's default set, which is what icegov will forward
     assert "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}" in body["endpoints"]
     assert not any("/plan" in e or e.startswith("HEAD") for e in body["endpoints"])
