@@ -29,7 +29,6 @@ from pyiceberg.manifest import (
     DataFile,
     DataFileContent,
     FileFormat,
-    ManifestContent,
     ManifestEntry,
     ManifestEntryStatus,
     ManifestFile,
@@ -50,6 +49,7 @@ from pyiceberg.table.update import (
 from pyiceberg.typedef import Identifier, Record
 
 from proxy.commits import CommitIntent, classify_commit
+from proxy.commits.operations.writer import DeleteManifestWriter
 
 _COMMIT_PATH = re.compile(r"^/v1/(?:[^/]+/)?namespaces/([^/]+)/tables/([^/]+)$")
 _FILE_PATH_FIELD = 2147483546  # position delete files' file_path column
@@ -156,17 +156,6 @@ async def _read_body(receive: Any) -> bytes:
 
 
 _ADDED = ManifestEntryStatus.ADDED
-
-
-class DeleteManifestWriter(ManifestWriterV2):
-    """pyiceberg writes data manifests only; delete manifests differ in content alone."""
-
-    def content(self) -> ManifestContent:
-        return ManifestContent.DELETES
-
-    @property
-    def _meta(self) -> dict[str, str]:
-        return {**super()._meta, "content": "deletes"}
 
 
 def content_file(path: str, records: int, content: DataFileContent = DataFileContent.DATA,
