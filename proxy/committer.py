@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import structlog
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
@@ -40,9 +41,12 @@ from proxy.commit_queue import TableKey, TableQueue, TableSlot
 from proxy.commits.limits import CommitLimits
 from proxy.commits.reconcile import Outcome, outcome_of
 from proxy.commits.retry import CommitRetry
+from proxy.commits.written import discard
 from proxy.errors import CommitFailed, CommitStateUnknown, CommitTimeout, IcebergError
 from proxy.inbound import InboundRequest
 from proxy.rebuild import Rebuilder, rebuilder_for
+
+log = structlog.get_logger("icegov")
 
 Wire = Callable[[Sequence[dict[str, Any]]], bytes | None]
 
@@ -57,11 +61,22 @@ class Pending:
     rebuilder: Rebuilder | None
     tries: int = 0
     rebased: int = 0
+    refused: bool = False  # the last try was refused outright: nothing of it landed
     key: TableKey = field(init=False)
 
     def __post_init__(self) -> None:
         r = self.change.resource
         self.key = (r.catalog, tuple(r.namespace), r.table or "")
+
+    @property
+    def built(self) -> bool:
+        """Is ``body`` icegov's own build (its files icegov's to remove)?"""
+        return self.rebased > 0 or self.change.operation is not None
+
+    def discard(self) -> None:
+        """Remove icegov's files of ``body``, which did not land."""
+        if self.built and self.base is not None:
+            discard(self.body, self.base.io)
 
     def report(self, **extra: Any) -> None:
         """What the audit record shows of how this change landed."""
@@ -123,6 +138,7 @@ class _Attempts:
             await self._catch_up()
             for p in self._pending:
                 p.tries += 1
+                p.refused = False
             try:
                 answer = await self._send()
             except Unknown as unknown:
@@ -143,9 +159,14 @@ class _Attempts:
             self._landed(upstream)
             return relayed(upstream, upstream.content)
         if status < 500 and _is_error_model(upstream.content):
+            for p in self._pending:
+                p.refused = True
             if status == 409:
                 return await self._conflict(upstream)
+            if self._unknown is not None:  # refused now, but an earlier try may have landed
+                return await self._reconcile(self._unknown)
             self._report(outcome="refused")
+            self._discard()
             return relayed(upstream, upstream.content)
         message = (f"the backing catalog answered {status}: the commit may or may not have "
                    "landed; reload the table before retrying")
@@ -156,6 +177,7 @@ class _Attempts:
         """A 409: nothing landed this time. Try again if every change may be rebuilt."""
         if self._unknown is None and not self._may_retry():
             self._report(outcome="conflict")
+            self._discard()
             return relayed(upstream, upstream.content)
         try:
             states = await self._reload()
@@ -163,6 +185,7 @@ class _Attempts:
             if self._unknown is not None:  # an earlier try may have landed: never a 409
                 raise self._unknown from None
             self._report(outcome="conflict")
+            self._discard()
             return relayed(upstream, upstream.content)
         if self._unknown is not None and self._outcome(states) is Outcome.LANDED:
             return self._reconciled(states)  # an earlier, unknown try had landed
@@ -171,8 +194,17 @@ class _Attempts:
                 self._report(outcome="unknown")
                 raise self._unknown
             self._report(outcome="conflict")
+            self._discard()
             return relayed(upstream, upstream.content)
         self._learn(states)
+        if not any(p.rebuilder is not None and s is not None and p.rebuilder.behind(p.body, s)
+                   for p, s in zip(self._pending, states, strict=True)):
+            if self._unknown is not None:
+                self._report(outcome="unknown")
+                raise self._unknown
+            self._report(outcome="conflict")  # refused for another reason than a moved head
+            self._discard()
+            return relayed(upstream, upstream.content)
         return None
 
     async def _reconcile(self, error: IcebergError) -> Response | None:
@@ -219,14 +251,29 @@ class _Attempts:
             if p.rebuilder is None or state is None or not p.rebuilder.behind(p.body, state):
                 continue
             try:
-                p.body = await run_in_threadpool(p.rebuilder.rebuild, p.body, state, _now_ms())
-            except CommitFailed:
-                self._report(outcome="unknown" if self._unknown else "conflict")
-                if self._unknown is not None:  # an earlier try may still land: never a 409
-                    raise self._unknown from None
-                raise
-            p.base = state
+                body = await run_in_threadpool(p.rebuilder.rebuild, p.body, state, _now_ms())
+            except Exception as exc:
+                raise self._cannot_rebuild(exc) from exc
+            if p.refused:
+                p.discard()  # the try it replaces was refused: its files are nobody's
+            p.body, p.base = body, state
             p.rebased += 1
+
+    def _cannot_rebuild(self, exc: Exception) -> IcebergError:
+        """The error to answer when a change cannot be built on the table's new state."""
+        self._report(outcome="unknown" if self._unknown else "conflict")
+        if self._unknown is not None:  # an earlier try may still land: never a 409
+            return self._unknown
+        self._discard()
+        if isinstance(exc, CommitFailed):
+            return exc
+        log.warning("commit.rebuild_failed", error_type=type(exc).__name__)
+        return CommitFailed("the table changed and the commit cannot be built on its new state;"
+                            " retry")
+
+    def _discard(self) -> None:
+        for p in self._pending:
+            p.discard()
 
     async def _reload(self) -> list[TableState | None]:
         return [await self._load(p) for p in self._pending]

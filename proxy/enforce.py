@@ -26,7 +26,7 @@ from proxy.admission import Admission, ClassifiedChange
 from proxy.audit import AuditRecord
 from proxy.backing.offers import BackingOffers, Offer
 from proxy.errors import Forbidden, NoSuchNamespace, NoSuchTable, NotFound
-from proxy.evidence import ChangeClassifier
+from proxy.evidence import ChangeClassifier, discard_built
 from proxy.governance import Action, Authorizer, Decision, Principal
 from proxy.identity import Authenticator
 from proxy.inbound import InboundRequest
@@ -129,7 +129,11 @@ class Gate:
                       for action in sorted(c.intent.actions))
         record.resources = tuple(dict.fromkeys(str(n.resource) for n in needs))
         decisions = self._decide(admission.principal, needs, record)
-        self._check(admission.principal, (), decisions, record)
+        try:
+            self._check(admission.principal, (), decisions, record)
+        except Forbidden:
+            discard_built(classified)  # files icegov wrote for a data operation it refuses
+            raise
         record.decision = "allow"
         return Admission(admission.principal, admission.intent, admission.catalog, decisions,
                          tuple(classified))

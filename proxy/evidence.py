@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -33,10 +33,12 @@ from proxy.commits.operations import (
 from proxy.commits.shape import updates_of
 from proxy.commits.snapshots import added_snapshots
 from proxy.commits.timeline import check_snapshot_order
+from proxy.commits.written import discard
 from proxy.errors import BackingUnavailable, CommitFailed
 from proxy.governance import Action
 from proxy.inbound import InboundRequest
 from proxy.intent import TableChange
+from proxy.rebuild import rebuilder_for
 
 Fetch = Callable[[bytes, bytes, tuple[tuple[bytes, bytes], ...]], Awaitable[httpx.Response]]
 Post = Fetch  # (path, body, caller headers)
@@ -60,7 +62,14 @@ class ChangeClassifier:
                 if creates_table(change.body):
                     raise UnverifiableCommit("a data operation cannot create its table")
                 check_operation_shape(change.body, self._limits)
-        return [await self._classify(inbound, change) for change in changes]
+        classified: list[ClassifiedChange] = []
+        try:
+            for change in changes:
+                classified.append(await self._classify(inbound, change))
+        except Exception:
+            discard_built(classified)  # a transaction refused: its built operations go too
+            raise
+        return classified
 
     async def _classify(self, inbound: InboundRequest, change: TableChange) -> ClassifiedChange:
         if creates_table(change.body):
@@ -82,7 +91,10 @@ class ChangeClassifier:
             if stale is not None:  # a client behind the table: its conflict comes first
                 raise stale from None
             raise
-        return ClassifiedChange(change.resource, change.body, intent, base, stale)
+        classified = ClassifiedChange(change.resource, change.body, intent, base, stale)
+        if stale is not None and rebuilder_for(classified, change.body, self._limits) is None:
+            raise stale  # a client behind the table that icegov cannot rebase: its conflict
+        return classified
 
     async def _build(self, change: TableChange, base: TableState) -> ClassifiedChange:
         """A data operation: icegov builds the standard commit, then classifies what it built
@@ -123,6 +135,13 @@ class ChangeClassifier:
         if response.status_code != 200:
             raise BackingRefused(response)
         return parse_table_state(change.resource, response.content)
+
+
+def discard_built(changes: Iterable[ClassifiedChange]) -> None:
+    """Remove the files icegov wrote for data operations that will not be sent."""
+    for change in changes:
+        if change.operation is not None and change.base is not None:
+            discard(change.body, change.base.io)
 
 
 def _stale(body: dict[str, Any], base: TableState) -> CommitFailed | None:

@@ -62,7 +62,7 @@ class AppendRebuilder:
         return asserted_head(body, branch) != head_of(state.metadata, branch)
 
     def rebuild(self, body: Mapping[str, Any], state: TableState, now_ms: int) -> dict[str, Any]:
-        self._same_table(body, state)
+        same_table(body, state)
         if state.metadata.snapshot_by_id(self.shape.snapshot_id) is not None:
             raise CommitFailed("the commit's snapshot id is already in the table")
         try:
@@ -73,12 +73,14 @@ class AppendRebuilder:
         reverify(self.change, rebased, state, self.limits, now_ms)
         return rebased
 
-    @staticmethod
-    def _same_table(body: Mapping[str, Any], state: TableState) -> None:
-        asserted = [r.get("uuid") for r in body.get("requirements") or []
-                    if r.get("type") == "assert-table-uuid"]
-        if any(u != str(state.metadata.table_uuid) for u in asserted):
-            raise CommitFailed("the table was replaced since the commit was made")
+
+
+def same_table(body: Mapping[str, Any], state: TableState) -> None:
+    """Refuse (409) to build on a table that replaced the one ``body`` was made for."""
+    asserted = [r.get("uuid") for r in body.get("requirements") or []
+                if r.get("type") == "assert-table-uuid"]
+    if any(u != str(state.metadata.table_uuid) for u in asserted):
+        raise CommitFailed("the table was replaced since the commit was made")
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,7 @@ class OperationRebuilder:
         return asserted_head(body, branch) != head_of(state.metadata, branch)
 
     def rebuild(self, body: Mapping[str, Any], state: TableState, now_ms: int) -> dict[str, Any]:
+        same_table(self.change.body, state)  # the uuid of the table it was first built for
         if state.metadata.snapshot_by_id(self.operation.snapshot_id) is not None:
             raise CommitFailed("the commit's snapshot id is already in the table")
         try:
@@ -124,6 +127,7 @@ class YieldingRebuilder:
 
     def rebuild(self, body: Mapping[str, Any], state: TableState, now_ms: int) -> dict[str, Any]:
         metadata = state.metadata
+        same_table(self.change.body, state)
         if not yields_to_writers(metadata) or metadata.format_version != 2:
             raise CommitFailed("the table changed since the commit was made; retry")
         rewrite = rewrite_in_the_way(metadata, state.io, self.shape.branch, self.writer_base,

@@ -34,6 +34,7 @@ from proxy.commits.intent import CommitEvidence, CommitIntent, FileCounts, Unver
 from proxy.commits.limits import CommitLimits
 from proxy.commits.lineage import expected_first_row_ids, row_lineage_changes
 from proxy.commits.manifests import ManifestReader
+from proxy.commits.references import check_snapshot_references
 from proxy.commits.refs import changes_ref_settings, moves_tag
 from proxy.commits.rows import RowVerifier
 from proxy.commits.rules import claim_disagreements, data_action, merge_data_actions
@@ -72,6 +73,8 @@ def classify_commit(body: Mapping[str, Any], base: TableMetadata | None, io: Fil
     plan = _plan(scan, _asserted_refs(body))
     reader = ManifestReader(io, table_locations(scan.base, body), limits)
     reader.claim(s.manifest_list for s in scan.added.values())
+    check_snapshot_references(body, scan.base, reader,
+                              [s.manifest_list for s in scan.added.values()])
     for what, path in scan.referenced_files:
         reader.locations.require(path, what)
     rows = RowVerifier.with_budget(limits.row_bytes_budget)

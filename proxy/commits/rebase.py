@@ -80,7 +80,8 @@ def appends_only(body: Mapping[str, Any], intent: CommitIntent,
 
 def single_snapshot(body: Mapping[str, Any]) -> AppendShape | None:
     """The branch and snapshot of a commit that adds one snapshot and moves one branch to it,
-    and asserts nothing but the table's uuid and refs; None for any other commit."""
+    and asserts nothing but the table's uuid and that branch's head; None for any other
+    commit."""
     updates = [u for u in body.get("updates") or []]
     if len(updates) != 2 or any(r.get("type") not in _REQUIREMENTS
                                 for r in body.get("requirements") or []):
@@ -93,7 +94,11 @@ def single_snapshot(body: Mapping[str, Any]) -> AppendShape | None:
             or moved_ref.get("snapshot-id") != snapshot.get("snapshot-id")):
         return None
     branch = moved_ref.get("ref-name")
-    return AppendShape(branch, snapshot) if isinstance(branch, str) else None
+    if not isinstance(branch, str) or any(
+            r.get("type") == "assert-ref-snapshot-id" and r.get("ref") != branch
+            for r in body.get("requirements") or []):
+        return None  # it cares about another ref too: a rebuild could never satisfy that
+    return AppendShape(branch, snapshot)
 
 
 def head_of(metadata: TableMetadata, branch: str) -> int | None:

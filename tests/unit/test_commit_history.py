@@ -22,7 +22,7 @@ from pyiceberg.manifest import (
     PartitionFieldSummary,
 )
 
-from proxy.commits import CommitIntent, classify_commit
+from proxy.commits import CommitIntent, UnverifiableCommit, classify_commit
 from proxy.commits.history import kept_manifest_changes
 from proxy.governance import Action
 from tests.support.commit_capture import Crafter, new_data
@@ -86,13 +86,36 @@ def test_zeroed_counts_of_a_kept_manifest_are_an_update(crafter: Crafter) -> Non
                             "added_rows_count")
 
 
-@pytest.mark.parametrize("position", [1, 2, 6, 13])  # length, spec id, added snapshot, summaries
+@pytest.mark.parametrize("position", [1, 6, 13])  # length, added snapshot, summaries
 def test_any_other_kept_manifest_field_counts(crafter: Crafter, position: int) -> None:
     m2, m1 = crafter.parent_manifests()
     summary = [PartitionFieldSummary(True, False, b"a", b"z")]
-    value = {1: m1.manifest_length + 1, 2: 7, 6: 42, 13: summary}[position]
+    value = {1: m1.manifest_length + 1, 6: 42, 13: summary}[position]
     assert_rewrites_history(append_with(crafter, [m2, copy(m1, **{f"p{position}": value})]),
                             "differs from the parent's manifest list")
+
+
+def test_a_manifest_naming_a_spec_the_table_lacks_is_refused(crafter: Crafter) -> None:
+    m2, m1 = crafter.parent_manifests()
+    with pytest.raises(UnverifiableCommit, match="partition spec 7, which the table does not"):
+        append_with(crafter, [m2, copy(m1, p2=7)])
+
+
+def test_a_snapshot_reusing_an_id_or_naming_an_unknown_schema_is_refused(
+        crafter: Crafter) -> None:
+    sid = next(_ids)
+    added = crafter.manifest(sid, [(ADDED, new_data(f"n{sid}", 1), 0)])
+    body = crafter.body(crafter.snapshot(sid, [added, *crafter.parent_manifests()], "append"))
+    snapshot = body["updates"][0]["snapshot"]
+    existing = crafter.table.metadata.current_snapshot_id
+    with pytest.raises(UnverifiableCommit, match="already exists in the table"):
+        crafter.classify({**body, "updates": [
+            {**body["updates"][0], "snapshot": {**snapshot, "snapshot-id": existing}},
+            {**body["updates"][1], "snapshot-id": existing}]})
+    with pytest.raises(UnverifiableCommit, match="schema 99, which the table does not have"):
+        crafter.classify({**body, "updates": [
+            {**body["updates"][0], "snapshot": {**snapshot, "schema-id": 99}},
+            body["updates"][1]]})
 
 
 def test_first_row_id_may_be_assigned_to_a_kept_manifest() -> None:

@@ -160,6 +160,10 @@ def test_only_pure_appends_may_be_rebased(tmp_path: Path) -> None:
                                             {"type": "assert-current-schema-id",
                                              "current-schema-id": 0}]}
     assert appends_only(asserting, intent, stale.metadata) is None
+    other_ref = {**append, "requirements": [*append["requirements"],
+                                            {"type": "assert-ref-snapshot-id", "ref": "audit",
+                                             "snapshot-id": None}]}
+    assert appends_only(other_ref, intent, stale.metadata) is None  # could never be satisfied
 
 
 def test_format_v3_appends_are_not_rebased(tmp_path: Path) -> None:
