@@ -1,5 +1,6 @@
 """The files a data operation adds: under the table, distinct, present with the declared size,
-and (Parquet) holding the declared number of rows.
+and (Parquet) holding the declared number of rows in columns that fit the declared content
+(``columns``: the table's columns for data, ``file_path``/``pos`` for position deletes...).
 
 Each file is checked through the table's FileIO. A location outside the table is refused before
 anything is opened (``confine``); a missing or unreadable file, a size or record count that
@@ -10,7 +11,9 @@ file content reaches the client. Avro and ORC files are checked for presence and
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import DataFile, FileFormat
@@ -18,15 +21,27 @@ from pyiceberg.table.metadata import TableMetadata
 
 from proxy.commits.confine import canonical_location, table_locations
 from proxy.commits.intent import UnverifiableCommit
+from proxy.commits.operations.columns import check_columns, table_columns
 
 _SHOWN = 120
 
 
+@dataclass(frozen=True)
+class Footer:
+    """What an added file was found to be: present with its size; for Parquet, its row count
+    and schema (None for Avro and ORC)."""
+
+    rows: int | None = None
+    schema: pa.Schema | None = None
+
+
 def check_added_files(files: Iterable[DataFile], metadata: TableMetadata, io: FileIO) -> None:
     """Refuse (400) any added file that is outside the table, named twice, missing, of another
-    size than declared, or (Parquet) with another row count than declared."""
+    size than declared, or (Parquet) with another row count than declared or columns that do
+    not fit its content (``columns.check_columns``)."""
     locations = table_locations(metadata, {})
     seen: set[str] = set()
+    columns = None
     for data_file in files:
         path = data_file.file_path
         locations.require(path, "content file")
@@ -34,7 +49,21 @@ def check_added_files(files: Iterable[DataFile], metadata: TableMetadata, io: Fi
         if key in seen:
             raise UnverifiableCommit(f"content file {_shown(path)} is added twice")
         seen.add(key)
-        _check_present(data_file, io)
+        footer = _footer(data_file, key, metadata, io)
+        if footer.rows is not None and footer.rows != data_file.record_count:
+            raise UnverifiableCommit(
+                f"content file {_shown(path)} holds {footer.rows} rows, not the declared "
+                f"{data_file.record_count}")
+        if footer.schema is not None:
+            columns = columns if columns is not None else table_columns(metadata)
+            check_columns(data_file, footer.schema, metadata, columns)
+
+
+def _footer(data_file: DataFile, key: str, metadata: TableMetadata, io: FileIO) -> Footer:
+    """The file's footer (after checking it is there, of its size)."""
+    _check_present(data_file, io)
+    return _parquet_footer(data_file, io) if data_file.file_format == FileFormat.PARQUET \
+        else Footer()
 
 
 def _check_present(data_file: DataFile, io: FileIO) -> None:
@@ -50,19 +79,14 @@ def _check_present(data_file: DataFile, io: FileIO) -> None:
         raise UnverifiableCommit(
             f"content file {_shown(path)} is {size} bytes, not the declared "
             f"{data_file.file_size_in_bytes}")
-    if data_file.file_format == FileFormat.PARQUET:
-        rows = _parquet_rows(data_file, io)
-        if rows != data_file.record_count:
-            raise UnverifiableCommit(
-                f"content file {_shown(path)} holds {rows} rows, not the declared "
-                f"{data_file.record_count}")
 
 
-def _parquet_rows(data_file: DataFile, io: FileIO) -> int:
+def _parquet_footer(data_file: DataFile, io: FileIO) -> Footer:
     path = data_file.file_path
     try:
         with io.new_input(path).open() as stream:
-            return int(pq.ParquetFile(stream).metadata.num_rows)
+            parquet = pq.ParquetFile(stream)
+            return Footer(int(parquet.metadata.num_rows), parquet.schema_arrow)
     except Exception as exc:  # not Parquet, truncated, unreadable: all refused alike
         raise UnverifiableCommit(
             f"content file {_shown(path)} could not be read as Parquet") from exc
