@@ -12,12 +12,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from proxy.commits.operations.inputs import FOOTERS
 from proxy.errors import IcebergError
 from tests.unit.test_operations import Tbl, position_deletes
 
 
 @pytest.fixture()
 def tbl(tmp_path: Path) -> Tbl:
+    FOOTERS.clear()
     t = Tbl(tmp_path)
     t.append([1, 2])
     return t
@@ -107,3 +109,29 @@ def test_equality_delete_files_must_hold_their_equality_columns(tbl: Tbl) -> Non
     assert status == 400 and "lacks its equality-ids" in message
     update["added-delete-files"][0]["equality-ids"] = [2]
     assert _status(tbl, update) == (200, "")  # (pyiceberg cannot read equality deletes)
+
+
+# 7. footers are read once per file, not on every rebuild --------------------------------------
+
+def test_rebuilds_do_not_read_footers_again(tbl: Tbl, monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[object] = []
+    original = pq.ParquetFile
+
+    def counting(source: Any, *args: Any, **kwargs: Any) -> pq.ParquetFile:
+        opened.append(source)
+        return original(source, *args, **kwargs)
+
+    monkeypatch.setattr("proxy.commits.operations.inputs.pq.ParquetFile", counting)
+    files = tbl.wire(tbl.write([3]) + tbl.write([4]))
+    update = {"action": "append-files", "data-files": files}
+    start = tbl.table.metadata.current_snapshot_id
+    tbl.build(update)
+    assert len(opened) == 2
+    tbl.append([5])  # the head moves: the operation is built again on it
+    opened.clear()
+    tbl.build(update, start=start)
+    assert opened == []
+    lying = {**files[0], "record-count": 7}
+    refused = _status(tbl, {"action": "append-files", "data-files": [lying]})
+    assert refused[0] == 400 and "not the declared 7" in refused[1]  # checked, from the cache
+    assert opened == []

@@ -6,6 +6,10 @@ Each file is checked through the table's FileIO. A location outside the table is
 anything is opened (``confine``); a missing or unreadable file, a size or record count that
 differs from the declaration, is refused with a message of icegov's own: no OS error text and no
 file content reaches the client. Avro and ORC files are checked for presence and size only.
+
+What a file's footer says is remembered (a small LRU keyed by table, location and size), so the
+rebuilds of an operation on a moving head do not open its files again; the checks of the
+declaration against the footer and the table's schemas run on every build.
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ from pyiceberg.table.metadata import TableMetadata
 from proxy.commits.confine import canonical_location, table_locations
 from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.operations.columns import check_columns, table_columns
+from proxy.commits.operations.lru import Lru
 
 _SHOWN = 120
+FOOTER_CACHE_FILES = 16_384
 
 
 @dataclass(frozen=True)
@@ -33,6 +39,10 @@ class Footer:
 
     rows: int | None = None
     schema: pa.Schema | None = None
+
+
+FOOTERS: Lru[Footer] = Lru(FOOTER_CACHE_FILES)
+"""Footers of files found present, by (table uuid, canonical location, size)."""
 
 
 def check_added_files(files: Iterable[DataFile], metadata: TableMetadata, io: FileIO) -> None:
@@ -60,10 +70,15 @@ def check_added_files(files: Iterable[DataFile], metadata: TableMetadata, io: Fi
 
 
 def _footer(data_file: DataFile, key: str, metadata: TableMetadata, io: FileIO) -> Footer:
-    """The file's footer (after checking it is there, of its size)."""
-    _check_present(data_file, io)
-    return _parquet_footer(data_file, io) if data_file.file_format == FileFormat.PARQUET \
-        else Footer()
+    """The file's footer, from the cache or read (after checking it is there, of its size)."""
+    cache_key = (str(metadata.table_uuid), key, data_file.file_size_in_bytes)
+    found = FOOTERS.get(cache_key)
+    if found is None or (data_file.file_format == FileFormat.PARQUET) != (found.rows is not None):
+        _check_present(data_file, io)
+        found = _parquet_footer(data_file, io) if data_file.file_format == FileFormat.PARQUET \
+            else Footer()
+        FOOTERS.put(cache_key, found)
+    return found
 
 
 def _check_present(data_file: DataFile, io: FileIO) -> None:
