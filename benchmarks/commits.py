@@ -217,6 +217,7 @@ class RunResult:
     seconds: float = 0.0
     landed: set[int] = field(default_factory=set)
     errors: Counter[str] = field(default_factory=Counter)
+    first_error: dict[str, str] = field(default_factory=dict)  # per error type, its first text
     attempts: int = 0
     statuses: Counter[int] = field(default_factory=Counter)
     problems: list[str] = field(default_factory=list)
@@ -241,6 +242,7 @@ def worker(mode: Mode, client: Any, name: str, ids: list[int], start: threading.
         except Exception as exc:  # a failed append, whatever the client raised
             with lock:
                 result.errors[type(exc).__name__] += 1
+                result.first_error.setdefault(type(exc).__name__, str(exc)[:160])
             continue
         with lock:
             result.landed.add(row_id)
@@ -258,7 +260,8 @@ def run_row(admin: RestCatalog, mode: Mode, threads: int, appends: int,
     barrier = threading.Barrier(threads + 1)
     pool = [threading.Thread(target=worker, args=(mode, clients[t], name,
                                                   list(range(t, appends, threads)), barrier,
-                                                  result, lock)) for t in range(threads)]
+                                                  result, lock), daemon=True)
+            for t in range(threads)]  # daemons: Ctrl-C ends the run and its servers
     for thread in pool:
         thread.start()
     barrier.wait()
@@ -346,12 +349,15 @@ def table_line(row: tuple[int, int], results: dict[str, RunResult]) -> str:
 
 def detail_line(result: RunResult) -> str:
     statuses = ", ".join(f"{status}: {n}" for status, n in sorted(result.statuses.items()))
-    errors = ", ".join(f"{name} x{n}" for name, n in result.errors.most_common()) or "none"
+    errors = ", ".join(f"{name} x{n}" + ("" if name == "CommitFailedException" else
+                                          f" ({result.first_error[name]})")
+                       for name, n in result.errors.most_common()) or "none"
     verdict = "; ".join(result.problems) or "ok"
     server = f"; {result.server}" if result.server else ""
     return (f"- ({result.threads}, {result.appends}) ({result.mode}): {len(result.landed)} landed "
-            f"in {result.seconds:.1f} s, {result.attempts} attempts for them; commit POST "
-            f"statuses {{{statuses}}}; failures: {errors}{server}; verification: {verdict}")
+            f"in {result.seconds:.2f} s ({result.rate:.2f}/s), {result.attempts} attempts for "
+            f"them; commit POST statuses {{{statuses}}}; failures: {errors}{server}; "
+            f"verification: {verdict}")
 
 
 def report(results: dict[tuple[int, int], dict[str, RunResult]]) -> None:
@@ -427,11 +433,14 @@ def main() -> None:
             admin.create_namespace(NAMESPACE)
             modes = build_modes(args.modes, direct_url, proxied_url)
             results: dict[tuple[int, int], dict[str, RunResult]] = {}
-            for row in args.rows:
-                for mode in modes:
-                    result = run_row(admin, mode, *row, tmp / "audit.log")
-                    results.setdefault(row, {})[mode.key] = result
-                    print(detail_line(result), flush=True)
+            try:
+                for row in args.rows:
+                    for mode in modes:
+                        result = run_row(admin, mode, *row, tmp / "audit.log")
+                        results.setdefault(row, {})[mode.key] = result
+                        print(detail_line(result), flush=True)
+            except KeyboardInterrupt:
+                print("# interrupted: the rows finished so far", flush=True)
             report(results)
     print(f"\n(backing: {args.backing}; total {time.perf_counter() - started:.0f} s)")
 
