@@ -135,3 +135,40 @@ def test_rebuilds_do_not_read_footers_again(tbl: Tbl, monkeypatch: pytest.Monkey
     refused = _status(tbl, {"action": "append-files", "data-files": [lying]})
     assert refused[0] == 400 and "not the declared 7" in refused[1]  # checked, from the cache
     assert opened == []
+
+
+# 3. filters never crash -------------------------------------------------------------------
+
+@pytest.mark.parametrize("row_filter", [
+    {"type": "starts-with", "term": "id", "value": 1},
+    {"type": "not-starts-with", "term": "id", "value": "1"},
+    {"type": "and", "left": True, "right": {"type": "starts-with", "term": "id", "value": -1}},
+    {"type": "not", "child": {"type": "starts-with", "term": "id", "value": 1}},
+])
+@pytest.mark.parametrize("action", ["delete-files", "overwrite-files", "row-delta"])
+def test_ill_typed_filters_are_refused_at_parse(tbl: Tbl, row_filter: dict[str, Any],
+                                                action: str) -> None:
+    key = "conflict-filter" if action == "row-delta" else "row-filter"
+    update: dict[str, Any] = {"action": action, key: row_filter}
+    if action == "row-delta":
+        update["added-data-files"] = tbl.wire(tbl.write([9]))
+    status, message = _status(tbl, update)
+    assert status == 400 and "string columns only" in message
+
+
+def test_starts_with_on_strings_still_works(tbl: Tbl) -> None:
+    tbl.land(tbl.build({"action": "delete-files",
+                        "row-filter": {"type": "starts-with", "term": "p", "value": "a"}}))
+    assert tbl.rows() == []
+
+
+def test_an_evaluator_failure_is_a_400(tbl: Tbl, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: Any) -> bool:
+        raise TypeError("object of type 'int' has no len()")
+
+    monkeypatch.setattr("proxy.commits.operations.filters.FileFilter._partition", broken)
+    monkeypatch.setattr("proxy.commits.operations.filters.manifest_evaluator",
+                        lambda *_: broken)
+    status, message = _status(tbl, {"action": "delete-files", "row-filter": {
+        "type": "eq", "term": "p", "value": "a"}})
+    assert status == 400 and "could not be evaluated" in message and "len()" not in message

@@ -1,23 +1,75 @@
 """Which content files a row filter may match, or must match entirely, from what manifests say
-(partition tuples and column metrics), the way Iceberg plans deletes and checks conflicts."""
+(partition tuples and column metrics), the way Iceberg plans deletes and checks conflicts.
+
+A filter is bound and type-checked when the operation is parsed (``bind_filter``); should an
+evaluator still fail on some file or manifest, the operation is refused (400), never a 500.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 
-from pyiceberg.expressions import AlwaysTrue, BooleanExpression
+from pyiceberg.expressions import (
+    AlwaysTrue,
+    And,
+    BooleanExpression,
+    BoundNotStartsWith,
+    BoundStartsWith,
+    Not,
+    Or,
+)
 from pyiceberg.expressions.visitors import (
     _InclusiveMetricsEvaluator,
     _StrictMetricsEvaluator,
+    bind,
     expression_evaluator,
     inclusive_projection,
+    manifest_evaluator,
     strict_projection,
 )
-from pyiceberg.manifest import DataFile, DataFileContent
+from pyiceberg.manifest import DataFile, DataFileContent, ManifestFile
 from pyiceberg.schema import Schema
 from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.types import StringType
+
+from proxy.commits.intent import UnverifiableCommit
 
 _Projection = Callable[..., Callable[[BooleanExpression], BooleanExpression]]
+T = TypeVar("T")
+
+
+def bind_filter(expression: BooleanExpression, schema: Schema, case_sensitive: bool,
+                what: str) -> BooleanExpression:
+    """``expression`` bound to ``schema``; refused (400) unless every predicate applies to its
+    column's type (``starts-with`` to strings...). ``what`` names the filter in errors."""
+    try:
+        bound = bind(schema, expression, case_sensitive)
+    except Exception as exc:  # unknown column, a literal of another type, ...
+        raise UnverifiableCommit(f"{what} is not an Iceberg expression over the table's "
+                                 "columns") from exc
+    pending = [bound]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, And | Or):
+            pending.extend((node.left, node.right))
+        elif isinstance(node, Not):
+            pending.append(node.child)
+        elif isinstance(node, BoundStartsWith | BoundNotStartsWith) and not (
+                isinstance(node.term.ref().field.field_type, StringType)
+                and isinstance(node.literal.value, str)):
+            raise UnverifiableCommit(f"{what}: starts-with applies to string columns only")
+    return bound
+
+
+def _evaluated(evaluate: Callable[[], T]) -> T:
+    try:
+        return evaluate()
+    except UnverifiableCommit:
+        raise
+    except Exception as exc:  # an evaluator failing on some input: refused, not a 500
+        raise UnverifiableCommit("the operation's filter could not be evaluated against the "
+                                 "table's files") from exc
 
 
 class FileFilter:
@@ -40,16 +92,30 @@ class FileFilter:
         of delete files describe other columns, so only their partition is looked at."""
         if self.matches_everything:
             return True
-        if not self._partition(self._inclusive, inclusive_projection, data_file):
-            return False
-        return data_file.content != DataFileContent.DATA or bool(self._might(data_file))
+        return _evaluated(lambda: self._partition(self._inclusive, inclusive_projection,
+                                                  data_file)
+                          and (data_file.content != DataFileContent.DATA
+                               or bool(self._might(data_file))))
 
     def must_match(self, data_file: DataFile) -> bool:
         """True only if every row of ``data_file`` matches (by partition or metrics)."""
         if self.matches_everything:
             return True
-        return self._partition(self._strict, strict_projection, data_file) \
-            or bool(self._must(data_file))
+        return _evaluated(lambda: self._partition(self._strict, strict_projection, data_file)
+                          or bool(self._must(data_file)))
+
+    def might_match_manifest(self, manifest: ManifestFile) -> bool:
+        """False only if no file of ``manifest`` can match (by its partition summaries)."""
+        if self.matches_everything:
+            return True
+
+        def evaluate() -> bool:
+            spec = self._metadata.specs()[manifest.partition_spec_id]
+            projected = inclusive_projection(self._schema, spec, self._case_sensitive)(
+                self.expression)
+            return bool(manifest_evaluator(spec, self._schema, projected,
+                                           self._case_sensitive)(manifest))
+        return _evaluated(evaluate)
 
     def _partition(self, cache: dict[int, Callable[[DataFile], bool]], project: _Projection,
                    data_file: DataFile) -> bool:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyiceberg.expressions.visitors import inclusive_projection, manifest_evaluator
 from pyiceberg.manifest import (
     DataFile,
     DataFileContent,
@@ -75,7 +74,7 @@ def plan_operation(operation: DataOperation, head: Snapshot | None, reader: Head
     plan = SnapshotPlan(_snapshot_operation(operation), head, added=added)
     live_data: set[str] = set()
     for manifest in manifests:
-        if not _may_hold_removed(manifest, removal, operation, metadata):
+        if not _may_hold_removed(manifest, removal, operation):
             plan.kept.append(manifest)
             continue
         rewrite = _removals_in(manifest, reader, removal, live_data)
@@ -100,21 +99,15 @@ def _snapshot_operation(operation: DataOperation) -> str:
     return "overwrite" if adds_data else "delete"
 
 
-def _may_hold_removed(manifest: ManifestFile, removal: _Removal, operation: DataOperation,
-                      metadata: TableMetadata) -> bool:
+def _may_hold_removed(manifest: ManifestFile, removal: _Removal,
+                      operation: DataOperation) -> bool:
     """Must ``manifest`` be read? Delete manifests only when delete files are named; data
     manifests unless only a row filter removes and the manifest's partitions cannot match."""
     if manifest.content == ManifestContent.DELETES:
         return bool(removal.deletes)
     if removal.data or _references_old_data(operation):
         return True
-    if removal.row_filter is None:
-        return False
-    spec = metadata.specs()[manifest.partition_spec_id]
-    schema = metadata.schema()
-    projected = inclusive_projection(schema, spec, operation.case_sensitive)(
-        removal.row_filter.expression)
-    return bool(manifest_evaluator(spec, schema, projected, operation.case_sensitive)(manifest))
+    return removal.row_filter is not None and removal.row_filter.might_match_manifest(manifest)
 
 
 def _references_old_data(operation: DataOperation) -> bool:

@@ -14,12 +14,12 @@ from typing import Any, Final
 
 from pydantic import TypeAdapter, ValidationError
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
-from pyiceberg.expressions.visitors import bind
 from pyiceberg.manifest import DataFile, DataFileContent
 from pyiceberg.table.metadata import TableMetadata
 
 from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.limits import CommitLimits
+from proxy.commits.operations.filters import bind_filter
 from proxy.commits.operations.wire import content_file_from_json
 from proxy.errors import CommitFailed, PayloadTooLarge
 
@@ -210,10 +210,10 @@ def _filter(update: Mapping[str, Any], key: str, metadata: TableMetadata
         return None
     try:
         expression = _EXPRESSION.validate_python(update[key])
-        bind(metadata.schema(), expression, update.get("case-sensitive", True))
     except (ValidationError, ValueError, TypeError) as exc:
         raise UnverifiableCommit(f"{key} is not an Iceberg expression over the table's "
                                  "columns") from exc
+    bind_filter(expression, metadata.schema(), update.get("case-sensitive", True), key)
     return expression
 
 
