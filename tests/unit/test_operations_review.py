@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from proxy.commits.operations import build_commit
 from proxy.commits.operations.inputs import FOOTERS
 from proxy.errors import IcebergError
 from tests.unit.test_operations import Tbl, position_deletes
@@ -37,8 +38,8 @@ def _parquet(tbl: Tbl, rows: pa.Table, name: str = "crafted") -> str:
 
 
 def _as(tbl: Tbl, path: str, rows: int, content: str = "data", **extra: Any) -> dict[str, Any]:
-    return {"content": content, "file-path": path, "file-format": "parquet", "spec-id": 0,
-            "partition": ["a"], "record-count": rows,
+    return {"content": content, "file-path": path, "file-format": "parquet",
+            "spec-id": tbl.table.metadata.default_spec_id, "partition": ["a"], "record-count": rows,
             "file-size-in-bytes": len(tbl.table.io.new_input(path)), **extra}
 
 
@@ -172,3 +173,44 @@ def test_an_evaluator_failure_is_a_400(tbl: Tbl, monkeypatch: pytest.MonkeyPatch
     status, message = _status(tbl, {"action": "delete-files", "row-filter": {
         "type": "eq", "term": "p", "value": "a"}})
     assert status == 400 and "could not be evaluated" in message and "len()" not in message
+
+
+# 4. manifests of an old spec whose source column was dropped ---------------------------------
+
+def _drop_partition_column(tbl: Tbl) -> None:
+    with tbl.table.update_spec() as spec:
+        spec.remove_field("p")
+    tbl.refresh()
+    with tbl.table.update_schema(allow_incompatible_changes=True) as schema:
+        schema.delete_column("p")
+    tbl.refresh()
+
+
+def test_old_spec_files_are_rewritten_with_a_schema_that_binds_the_spec(tbl: Tbl) -> None:
+    [kept] = tbl.append([3])
+    _drop_partition_column(tbl)
+    gone = tbl.live_paths() - {kept.file_path}
+    tbl.land(tbl.build({"action": "delete-files", "data-files": sorted(gone)}))
+    assert tbl.live_paths() == {kept.file_path}
+    tbl.land(tbl.build({"action": "delete-files",  # by filter: spec 0's partitions are read
+                        "row-filter": {"type": "eq", "term": "id", "value": 3}}))
+    assert tbl.live_paths() == set()
+    tbl.land(tbl.build({"action": "append-files", "data-files": [_as(
+        tbl, _parquet(tbl, _data([("id", pa.int64(), 1)], [4])), 1, partition=[])]}))
+    assert tbl.table.scan().to_arrow()["id"].to_pylist() == [4]
+
+
+def test_a_spec_no_schema_binds_is_refused(tbl: Tbl) -> None:
+    [target] = tbl.append([3])
+    metadata = tbl.table.metadata
+    current = metadata.schema()
+    spec = metadata.spec()
+    pruned = metadata.model_copy(update={"schemas": [current.model_copy(update={
+        "fields": tuple(f for f in current.fields if f.name != "p")})]})
+    assert spec.spec_id == 0 and pruned.schema().find_field("id")
+    body = {"requirements": [], "updates": [{"action": "delete-files",
+                                             "data-files": [target.file_path]}]}
+    with pytest.raises(IcebergError) as refused:
+        build_commit(body, pruned, tbl.table.io, start_snapshot_id=metadata.current_snapshot_id,
+                     now_ms=int(time.time() * 1000))
+    assert refused.value.status == 400 and "no schema of the table has" in refused.value.message

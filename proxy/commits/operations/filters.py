@@ -34,6 +34,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.types import StringType
 
 from proxy.commits.intent import UnverifiableCommit
+from proxy.commits.operations.specs import binding_schema
 
 _Projection = Callable[..., Callable[[BooleanExpression], BooleanExpression]]
 T = TypeVar("T")
@@ -113,7 +114,8 @@ class FileFilter:
             spec = self._metadata.specs()[manifest.partition_spec_id]
             projected = inclusive_projection(self._schema, spec, self._case_sensitive)(
                 self.expression)
-            return bool(manifest_evaluator(spec, self._schema, projected,
+            typing = binding_schema(self._metadata, spec) or self._schema
+            return bool(manifest_evaluator(spec, typing, projected,
                                            self._case_sensitive)(manifest))
         return _evaluated(evaluate)
 
@@ -124,7 +126,8 @@ class FileFilter:
         if evaluate is None:
             spec = self._metadata.specs()[spec_id]
             projected = project(self._schema, spec, self._case_sensitive)(self.expression)
-            partition_schema = Schema(*spec.partition_type(self._schema).fields)
+            typing = binding_schema(self._metadata, spec) or self._schema
+            partition_schema = Schema(*spec.partition_type(typing).fields)
             evaluator = expression_evaluator(partition_schema, projected, self._case_sensitive)
             evaluate = cache[spec_id] = lambda f: bool(evaluator(f.partition))
         return evaluate(data_file)

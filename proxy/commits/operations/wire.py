@@ -51,6 +51,7 @@ from pyiceberg.types import (
 )
 
 from proxy.commits.intent import UnverifiableCommit
+from proxy.commits.operations.specs import require_binding_schema
 
 POSITION_PATH_FIELD = 2147483546  # ``file_path`` column of position delete files
 _POSITION_FIELDS = {POSITION_PATH_FIELD, 2147483545}  # and ``pos``: columns of no table schema
@@ -92,7 +93,8 @@ def content_file_from_json(obj: Any, metadata: TableMetadata, what: str) -> Data
         "content": content,
         "file_path": _string(obj, "file-path", what),
         "file_format": _format(obj, what),
-        "partition": partition_from_json(obj.get("partition", []), spec, schema, what),
+        "partition": partition_from_json(obj.get("partition", []), spec,
+                                         require_binding_schema(metadata, spec), what),
         "record_count": _count(obj, "record-count", what),
         "file_size_in_bytes": _count(obj, "file-size-in-bytes", what),
         "split_offsets": _offsets(obj.get("split-offsets"), what),

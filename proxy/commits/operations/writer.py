@@ -4,7 +4,9 @@ rewrites (removed files become DELETED entries, the rest EXISTING), its manifest
 
 Files go under the table's metadata directory (``write.metadata.path``, else
 ``{location}/metadata``), written through the table's FileIO with pyiceberg's writers (format 1
-and 2 only; pyiceberg writes no delete manifests, so ``DeleteManifestWriter`` adds them).
+and 2 only; pyiceberg writes no delete manifests, so ``DeleteManifestWriter`` adds them). A
+manifest of an old partition spec is written with a schema that binds that spec
+(``specs.binding_schema``); if none does, the operation is refused (400).
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ from pyiceberg.manifest import (
     write_manifest_list,
 )
 from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.schema import Schema
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot, SnapshotSummaryCollector
 
 from proxy.commits.confine import canonical_location
+from proxy.commits.operations.specs import require_binding_schema
 
 _CODEC: AvroCompressionCodec = "deflate"
 _TOTALS = (  # (total, added, removed) summary properties
@@ -132,7 +136,6 @@ class _Output:
         self._metadata = metadata
         self._io = io
         self._snapshot_id = snapshot_id
-        self._schema = metadata.schema()
         root = metadata.properties.get("write.metadata.path") or f"{metadata.location}/metadata"
         self._root = root.rstrip("/")
         self._prefix = uuid.uuid4()
@@ -156,12 +159,13 @@ class _Output:
         written = []
         for (is_data, spec_id), group in groups.items():
             spec = self._metadata.specs()[spec_id]
-            with self._writer(spec, is_data) as writer:
+            schema = require_binding_schema(self._metadata, spec)
+            with self._writer(spec, schema, is_data) as writer:
                 for data_file in group:
                     writer.add_entry(ManifestEntry.from_args(
                         status=ManifestEntryStatus.ADDED, snapshot_id=self._snapshot_id,
                         data_file=data_file))
-                    summary.add_file(data_file, self._schema, spec)
+                    summary.add_file(data_file, schema, spec)
                 for entry in carried.pop(spec_id, []) if is_data else []:
                     writer.existing(entry)
             written.append(writer.to_manifest_file())
@@ -172,21 +176,24 @@ class _Output:
     def rewritten(self, rewrite: Rewrite, summary: SnapshotSummaryCollector) -> ManifestFile:
         """``rewrite.manifest`` again: removed files DELETED, other live files EXISTING."""
         spec = self._metadata.specs()[rewrite.manifest.partition_spec_id]
-        with self._writer(spec, rewrite.manifest.content == ManifestContent.DATA) as writer:
+        schema = require_binding_schema(self._metadata, spec)
+        with self._writer(spec, schema, rewrite.manifest.content == ManifestContent.DATA) \
+                as writer:
             for entry in rewrite.entries:
                 if entry.status == ManifestEntryStatus.DELETED:
                     continue
                 if canonical_location(entry.data_file.file_path) in rewrite.removed:
                     writer.delete(entry)
-                    summary.remove_file(entry.data_file, self._schema, spec)
+                    summary.remove_file(entry.data_file, schema, spec)
                 else:
                     writer.existing(entry)
         return writer.to_manifest_file()
 
-    def _writer(self, spec: PartitionSpec, is_data: bool) -> ManifestWriter:
+    def _writer(self, spec: PartitionSpec, schema: Schema, is_data: bool) -> ManifestWriter:
+        """A manifest writer for files of ``spec`` (typed by ``schema``, which binds it)."""
         self._count += 1
         output = self._io.new_output(self.path(f"{self._prefix}-m{self._count}.avro"))
         if is_data:
-            return write_manifest(self._metadata.format_version, spec, self._schema, output,
+            return write_manifest(self._metadata.format_version, spec, schema, output,
                                   self._snapshot_id, _CODEC)
-        return DeleteManifestWriter(spec, self._schema, output, self._snapshot_id, _CODEC)
+        return DeleteManifestWriter(spec, schema, output, self._snapshot_id, _CODEC)
