@@ -11,8 +11,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyiceberg.manifest import ManifestFile
 
 from proxy.commits.operations import build_commit
+from proxy.commits.operations.head import MANIFEST_PATHS
 from proxy.commits.operations.inputs import FOOTERS
 from proxy.errors import IcebergError
 from tests.unit.test_operations import Tbl, position_deletes
@@ -214,3 +216,64 @@ def test_a_spec_no_schema_binds_is_refused(tbl: Tbl) -> None:
         build_commit(body, pruned, tbl.table.io, start_snapshot_id=metadata.current_snapshot_id,
                      now_ms=int(time.time() * 1000))
     assert refused.value.status == 400 and "no schema of the table has" in refused.value.message
+
+
+# 2. an added file must be new to the table ------------------------------------------------
+
+def test_a_live_file_cannot_be_added_again(tbl: Tbl) -> None:
+    [live] = tbl.append([3])
+    status, message = _status(tbl, {"action": "append-files", "data-files": tbl.wire([live])})
+    assert status == 400 and "already a live file" in message
+    status, message = _status(tbl, {"action": "rewrite-files", "added-data-files":
+                                    tbl.wire([live]), "deleted-data-files": [live.file_path]})
+    assert status == 400 and "already a live file" in message
+
+
+def test_a_removed_file_cannot_bring_its_rows_back(tbl: Tbl) -> None:
+    [gone] = tbl.append([3])
+    tbl.land(tbl.build({"action": "delete-files", "data-files": [gone.file_path]}))
+    status, message = _status(tbl, {"action": "append-files", "data-files": tbl.wire([gone])})
+    assert status == 400 and "would bring back its rows" in message
+    assert sorted(r[0] for r in tbl.rows()) == [1, 2]
+
+
+def test_a_file_removed_in_the_window_is_refused_after_manifests_merged(tbl: Tbl) -> None:
+    with tbl.table.transaction() as tx:
+        tx.set_properties({"commit.manifest.min-count-to-merge": "2"})
+    tbl.refresh()
+    [gone] = tbl.append([3])
+    start = tbl.table.metadata.current_snapshot_id
+    tbl.land(tbl.build({"action": "delete-files", "data-files": [gone.file_path]}))
+    tbl.append([4])  # merges the manifest that recorded the removal: the head forgets it
+    head = tbl.table.current_snapshot()
+    assert head is not None
+    assert all(e.data_file.file_path != gone.file_path for m in head.manifests(tbl.table.io)
+               for e in m.fetch_manifest_entry(tbl.table.io, discard_deleted=False))
+    update = {"action": "append-files", "data-files": tbl.wire([gone])}
+    with pytest.raises(IcebergError) as refused:
+        tbl.build(update, start=start)
+    assert refused.value.status == 400 and "since base-snapshot-id" in refused.value.message
+
+
+def test_repeated_builds_read_the_heads_manifests_once(tbl: Tbl,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    for i in range(3):
+        tbl.append([10 + i])
+    opened: list[str] = []
+    original = ManifestFile.fetch_manifest_entry
+
+    def counting(self: ManifestFile, *args: Any, **kwargs: Any) -> Any:
+        opened.append(self.manifest_path)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ManifestFile, "fetch_manifest_entry", counting)
+    update = {"action": "append-files", "data-files": tbl.wire(tbl.write([20]))}
+    tbl.build(update)
+    assert len(opened) == 1  # the earlier appends' builds read the others already
+    MANIFEST_PATHS.clear()
+    opened.clear()
+    tbl.build(update)
+    assert len(opened) == 4  # every manifest of the head, once
+    opened.clear()
+    tbl.build(update)
+    assert opened == []

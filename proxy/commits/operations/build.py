@@ -17,6 +17,7 @@ from proxy.commits.operations.conflicts import WindowChanges, validate
 from proxy.commits.operations.head import HeadReader, branch_head, snapshots_since
 from proxy.commits.operations.inputs import check_added_files
 from proxy.commits.operations.plan import plan_operation
+from proxy.commits.operations.readded import check_new_to_table
 from proxy.commits.operations.request import (
     APPEND,
     check_operation_shape,
@@ -78,8 +79,10 @@ def build_commit(body: Mapping[str, Any], metadata: TableMetadata, io: FileIO, *
     check_table_uuid(operation, metadata)
     head = branch_head(metadata, operation.branch)
     window = snapshots_since(metadata, start_snapshot_id, head)
-    check_added_files((*operation.added_data, *operation.added_deletes), metadata, io)
+    added = (*operation.added_data, *operation.added_deletes)
+    check_added_files(added, metadata, io)
     reader = HeadReader(metadata, io, limits)
+    check_new_to_table(added, head, window, reader)
     changes = WindowChanges.read(window, reader) if operation.action != APPEND \
         else WindowChanges()
     plan, removed_data = plan_operation(operation, head, reader, changes, metadata)

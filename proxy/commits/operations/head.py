@@ -6,25 +6,64 @@ with pyiceberg (inherited snapshot ids and sequence numbers filled in). Every re
 manifest lists (``max_manifests`` each), manifests opened (``max_manifests_read``) and entries
 (``max_entries``); beyond a limit the operation is refused (``CommitTooLarge``, 400). A read
 failure is refused alike, with a message of icegov's own.
+
+Manifest lists and manifests are immutable, so what rebuilds need again is remembered across
+builds in small LRUs: each snapshot's manifests (by table and manifest list) and each
+manifest's file locations (``ManifestPaths``, by table, manifest and length). What is found
+there costs no read and counts against no limit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from pyiceberg.io import FileIO
-from pyiceberg.manifest import ManifestEntry, ManifestFile
+from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus, ManifestFile
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
+from proxy.commits.confine import canonical_location
 from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.limits import CommitLimits
 from proxy.commits.manifests import CommitTooLarge
+from proxy.commits.operations.lru import Lru
 from proxy.errors import CommitFailed
 
 T = TypeVar("T")
+LIST_CACHE_MANIFESTS = 50_000
+PATH_CACHE_FILES = 1_000_000
+
+
+def location_key(location: str) -> int:
+    """A 64-bit digest of a file's canonical location (what ``ManifestPaths`` hold)."""
+    digest = hashlib.blake2b(canonical_location(location).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+@dataclass(frozen=True)
+class ManifestPaths:
+    """The files a manifest lists, as ``location_key`` digests: ``live`` (ADDED or EXISTING
+    entries) and ``removed`` (DELETED entries)."""
+
+    live: frozenset[int]
+    removed: frozenset[int]
+
+    @classmethod
+    def of(cls, entries: Iterable[ManifestEntry]) -> ManifestPaths:
+        live: set[int] = set()
+        removed: set[int] = set()
+        for entry in entries:
+            is_removed = entry.status == ManifestEntryStatus.DELETED
+            (removed if is_removed else live).add(location_key(entry.data_file.file_path))
+        return cls(frozenset(live), frozenset(removed))
+
+
+MANIFEST_LISTS: Lru[tuple[ManifestFile, ...]] = Lru(LIST_CACHE_MANIFESTS, len)
+MANIFEST_PATHS: Lru[ManifestPaths] = Lru(
+    PATH_CACHE_FILES, lambda paths: len(paths.live) + len(paths.removed))
 
 
 @dataclass
@@ -40,7 +79,12 @@ class HeadReader:
 
     def manifests(self, snapshot: Snapshot) -> list[ManifestFile]:
         """The manifests ``snapshot``'s list names (at most ``limits.max_manifests``)."""
-        manifests = _guarded(lambda: list(snapshot.manifests(self.io)))
+        key = (str(self.metadata.table_uuid), snapshot.manifest_list)
+        cached = MANIFEST_LISTS.get(key)
+        manifests = list(cached) if cached is not None else \
+            _guarded(lambda: list(snapshot.manifests(self.io)))
+        if cached is None:
+            MANIFEST_LISTS.put(key, tuple(manifests))
         if len(manifests) > self.limits.max_manifests:
             raise CommitTooLarge(f"a manifest list names more than {self.limits.max_manifests} "
                                  "manifests")
@@ -62,6 +106,15 @@ class HeadReader:
                                  "manifest entries")
         self._entries[manifest.manifest_path] = entries
         return entries
+
+    def paths(self, manifest: ManifestFile) -> ManifestPaths:
+        """The files ``manifest`` lists (read at most once per process while remembered)."""
+        key = (str(self.metadata.table_uuid), manifest.manifest_path, manifest.manifest_length)
+        found = MANIFEST_PATHS.get(key)
+        if found is None:
+            found = ManifestPaths.of(self.entries(manifest))
+            MANIFEST_PATHS.put(key, found)
+        return found
 
 
 def branch_head(metadata: TableMetadata, branch: str) -> Snapshot | None:
