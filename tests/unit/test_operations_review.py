@@ -277,3 +277,54 @@ def test_repeated_builds_read_the_heads_manifests_once(tbl: Tbl,
     opened.clear()
     tbl.build(update)
     assert opened == []
+
+
+# 5. a "replace" label does not hide new data ---------------------------------------------
+
+def _land_labelled(tbl: Tbl, update: dict[str, Any], label: str) -> None:
+    """Commit ``update`` with its snapshot's operation label changed to ``label``."""
+    built = tbl.build(update)
+    snapshot = built.body["updates"][0]["snapshot"]
+    snapshot["summary"]["operation"] = label
+    tbl.land(built)
+
+
+def _overwrite_a(tbl: Tbl, old: str) -> dict[str, Any]:
+    return {"action": "overwrite-files", "deleted-data-files": [old],
+            "added-data-files": tbl.wire(tbl.write([100])),
+            "conflict-filter": {"type": "eq", "term": "p", "value": "a"}}
+
+
+@pytest.mark.parametrize("label", ["replace", "delete"])
+def test_data_added_under_another_label_is_new_data(tbl: Tbl, label: str) -> None:
+    [old] = tbl.append([3])
+    start = tbl.table.metadata.current_snapshot_id
+    update = _overwrite_a(tbl, old.file_path)
+    _land_labelled(tbl, {"action": "append-files", "data-files": tbl.wire(tbl.write([4]))},
+                   label)
+    with pytest.raises(IcebergError) as refused:
+        tbl.build(update, start=start)
+    assert refused.value.status == 409 and "data added since" in refused.value.message
+
+
+def test_a_replace_adding_more_records_than_it_removes_is_new_data(tbl: Tbl) -> None:
+    [old] = tbl.append([3])
+    [other] = tbl.append([4])
+    start = tbl.table.metadata.current_snapshot_id
+    update = _overwrite_a(tbl, old.file_path)
+    _land_labelled(tbl, {"action": "overwrite-files", "deleted-data-files": [other.file_path],
+                         "added-data-files": tbl.wire(tbl.write([4, 5]))}, "replace")
+    with pytest.raises(IcebergError) as refused:
+        tbl.build(update, start=start)
+    assert refused.value.status == 409 and "data added since" in refused.value.message
+
+
+def test_a_data_equivalent_rewrite_is_not_new_data(tbl: Tbl) -> None:
+    [old] = tbl.append([3])
+    [other] = tbl.append([4])
+    start = tbl.table.metadata.current_snapshot_id
+    update = _overwrite_a(tbl, old.file_path)
+    tbl.land(tbl.build({"action": "rewrite-files", "deleted-data-files": [other.file_path],
+                        "added-data-files": tbl.wire(tbl.write([4]))}))
+    tbl.land(tbl.build(update, start=start))
+    assert sorted(r[0] for r in tbl.rows()) == [1, 2, 4, 100]

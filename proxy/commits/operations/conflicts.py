@@ -14,8 +14,13 @@ raising ``CommitFailed`` (409, nothing landed) on the first conflict:
 * ``serializable`` (the default) also: an overwrite or row delta conflicts with data files added
   since (by ``append`` or ``overwrite`` snapshots) that may match its conflict filter.
 
-Which snapshots count follows Iceberg: data added by a ``replace`` (compaction) is not new data;
-deletes added by a ``replace`` are not new deletes.
+Which snapshots count: a snapshot's ``operation`` label is its writer's claim, so it is only
+believed where the manifests bear it out. Data (or delete files) that a snapshot added are new
+unless it is labelled ``replace`` *and* its own manifests show it removing at least as many
+data records (delete records) as it adds: a data-equivalent rewrite, Iceberg's compaction.
+A ``replace`` that adds more records than it removes, or data added under any other label
+(``delete`` included), counts as new. Data files removed since the start count whatever the
+label.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from pyiceberg.manifest import DataFile, DataFileContent, ManifestEntryStatus
+from pyiceberg.manifest import DataFile, DataFileContent, ManifestEntry, ManifestEntryStatus
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
@@ -41,9 +46,7 @@ from proxy.commits.operations.request import (
 from proxy.commits.operations.wire import POSITION_PATH_FIELD, referenced_data_file
 from proxy.errors import CommitFailed
 
-_NEW_DATA_OPS = {"append", "overwrite"}
-_NEW_DELETE_OPS = {"delete", "overwrite"}
-_REMOVING_OPS = {"overwrite", "replace", "delete"}
+_REWRITE = "replace"
 
 
 @dataclass
@@ -60,23 +63,38 @@ class WindowChanges:
         changes = cls()
         for snapshot in snapshots:
             operation = snapshot.summary.operation.value if snapshot.summary else ""
-            for manifest in reader.manifests(snapshot):
-                if manifest.added_snapshot_id != snapshot.snapshot_id:
-                    continue
-                for entry in reader.entries(manifest):
-                    if entry.snapshot_id == snapshot.snapshot_id:
-                        changes._add(operation, entry.status, entry.data_file)
+            entries = [entry for manifest in reader.manifests(snapshot)
+                       if manifest.added_snapshot_id == snapshot.snapshot_id
+                       for entry in reader.entries(manifest)
+                       if entry.snapshot_id == snapshot.snapshot_id]
+            rewrites_data, rewrites_deletes = _rewrites(operation, entries)
+            for entry in entries:
+                changes._add(operation, entry.status, entry.data_file,
+                             rewrites_data, rewrites_deletes)
         return changes
 
-    def _add(self, operation: str, status: ManifestEntryStatus, data_file: DataFile) -> None:
+    def _add(self, operation: str, status: ManifestEntryStatus, data_file: DataFile,
+             rewrites_data: bool, rewrites_deletes: bool) -> None:
         is_data = data_file.content == DataFileContent.DATA
         if status == ManifestEntryStatus.DELETED:
             self.removed[canonical_location(data_file.file_path)] = (operation, data_file)
-        elif status == ManifestEntryStatus.ADDED and is_data and operation in _NEW_DATA_OPS:
+        elif status == ManifestEntryStatus.ADDED and is_data and not rewrites_data:
             self.added_data.append((operation, data_file))
-        elif status == ManifestEntryStatus.ADDED and not is_data \
-                and operation in _NEW_DELETE_OPS:
+        elif status == ManifestEntryStatus.ADDED and not is_data and not rewrites_deletes:
             self.added_deletes.append((operation, data_file))
+
+
+def _rewrites(operation: str, entries: Iterable[ManifestEntry]) -> tuple[bool, bool]:
+    """Is a snapshot with ``entries`` (those it wrote) a data-equivalent rewrite of its data
+    files, and of its delete files? Only a ``replace`` can be, and only when it removes at
+    least as many records of that kind as it adds."""
+    if operation != _REWRITE:
+        return False, False
+    net = {True: 0, False: 0}  # per kind (data?): records removed minus records added
+    for entry in entries:
+        sign = {ManifestEntryStatus.DELETED: 1, ManifestEntryStatus.ADDED: -1}.get(entry.status, 0)
+        net[entry.data_file.content == DataFileContent.DATA] += sign * entry.data_file.record_count
+    return net[True] >= 0, net[False] >= 0
 
 
 def validate(operation: DataOperation, changes: WindowChanges, metadata: TableMetadata,
@@ -122,8 +140,8 @@ def _no_new_deletes_matching(matcher: FileFilter, changes: WindowChanges) -> Non
 
 
 def _no_removed_data_matching(matcher: FileFilter, changes: WindowChanges) -> None:
-    if any(operation in _REMOVING_OPS and data_file.content == DataFileContent.DATA
-           and matcher.might_match(data_file) for operation, data_file in changes.removed.values()):
+    if any(data_file.content == DataFileContent.DATA and matcher.might_match(data_file)
+           for _, data_file in changes.removed.values()):
         raise CommitFailed("data files that may match the operation's filter were removed "
                            "since base-snapshot-id")
 
