@@ -58,9 +58,16 @@ def _settings(**options: Any) -> Settings:
     return settings
 
 
+KEEP_ALIVE_SECONDS = 75
+"""How long an idle client connection stays open. Longer than clients' pools keep theirs
+(uvicorn's 5 s default lets a client reuse a connection the server is just closing: a POST that
+fails with a reset, which clients do not retry)."""
+
+
 def _run(app: Any, settings: Settings) -> None:
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
-                log_config=None, access_log=False, proxy_headers=False, server_header=False)
+                log_config=None, access_log=False, proxy_headers=False, server_header=False,
+                timeout_keep_alive=KEEP_ALIVE_SECONDS)
 
 
 def _announce_policy(settings: Settings) -> None:
