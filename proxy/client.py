@@ -15,16 +15,25 @@ conflict for appends::
         tx.append("db.a", rows_a)
         tx.delete_files("db.b", [path])
 
+Retries are safe: every operation carries a ``snapshot-id`` the client picks (random, not in
+the table) and an ``Idempotency-Key``. When the answer is lost (a transport error) or is a 5xx
+(502, 504, or icegov's own 500/503), the client reloads the table: its snapshot there means the
+operation landed (success); otherwise it sends the same request again (same id, same key), at
+most ``retries`` times. A snapshot id can be added once, so at most one of the tries lands.
+
 Failures raise pyiceberg's exceptions: ``CommitFailedException`` (409: a real conflict, nothing
 landed), ``BadRequestError`` / ``ForbiddenError`` / ``NoSuchTableError``; then the files the
-client wrote for the operation are removed. ``CommitStateUnknownException`` (5xx) means the
-commit may have landed: the written files are kept, reload the table before acting again.
+client wrote for the operation are removed. ``CommitStateUnknownException`` (retries exhausted)
+means the commit may still land: the written files are kept, reload the table before acting
+again.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -49,6 +58,7 @@ from pyiceberg.expressions.visitors import bind
 from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files, expression_to_pyarrow
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import CommitTableResponse, Table
+from requests import RequestException
 
 from proxy.commits.operations.wire import content_file_to_json
 
@@ -58,15 +68,31 @@ _ERRORS: dict[int, type[Exception]] = {400: BadRequestError, 401: UnauthorizedEr
                                        403: ForbiddenError, 404: NoSuchTableError,
                                        409: CommitFailedException}
 _POSITION = "_icegov_position"
+_OUTCOME_UNKNOWN = {500, 502, 503, 504}
+_LANDED = None  # what ``_post`` answers when a reload found the operation's snapshot
+
+
+def _new_snapshot_id(table: Table) -> int:
+    taken = {s.snapshot_id for s in table.metadata.snapshots}
+    while True:
+        candidate = uuid.uuid4().int >> 65  # 63 random bits: a positive long
+        if candidate and candidate not in taken:
+            return candidate
 
 
 @dataclass
 class _Change:
-    """One table's data operation, and the files written for it."""
+    """One table's data operation, and the files written for it. The operation carries the
+    ``snapshot-id`` its snapshot will get, so the client can tell whether it landed."""
 
     table: Table
     update: dict[str, Any]
     written: list[DataFile] = field(default_factory=list)
+    snapshot_id: int = 0
+
+    def __post_init__(self) -> None:
+        self.snapshot_id = self.snapshot_id or _new_snapshot_id(self.table)
+        self.update["snapshot-id"] = self.snapshot_id
 
     @property
     def empty(self) -> bool:
@@ -83,10 +109,15 @@ class _Change:
 
 
 class IcegovClient:
-    """Commits data through icegov's data operations (thread-safe)."""
+    """Commits data through icegov's data operations (thread-safe). ``retries``: how many
+    times a request whose outcome is unknown is sent again; ``retry_backoff_s``: the pause
+    before the first resend (doubling)."""
 
-    def __init__(self, uri: str, **properties: str) -> None:
+    def __init__(self, uri: str, *, retries: int = 3, retry_backoff_s: float = 0.2,
+                 **properties: str) -> None:
         self.catalog = RestCatalog("icegov", uri=uri, **properties)
+        self.retries = retries
+        self.retry_backoff_s = retry_backoff_s
         self._lock = threading.Lock()
 
     def load(self, identifier: str | tuple[str, ...]) -> Table:
@@ -157,20 +188,52 @@ class IcegovClient:
         path = self.catalog._split_identifier_for_path(identifier)
         url = self.catalog.url("namespaces/{namespace}/tables/{table}", **path)
         answer = self._post(url, change.body(), [change])
+        if answer is _LANDED:
+            return self.load(identifier)
         response = CommitTableResponse.model_validate_json(answer)
         return Table(identifier, response.metadata, response.metadata_location, change.table.io,
                      self.catalog)
 
-    def _post(self, url: str, body: dict[str, Any], changes: list[_Change]) -> str:
-        response = self.catalog._session.post(url, data=json.dumps(body).encode(),
-                                              headers={"Content-Type": "application/json"})
-        if response.status_code < 300:
-            return str(response.text)
-        error = _error(response.status_code, response.text)
-        if not isinstance(error, CommitStateUnknownException):
-            for change in changes:  # nothing landed: the written files are nobody's
-                _remove(change)
-        raise error
+    def _post(self, url: str, body: dict[str, Any], changes: list[_Change]) -> str | None:
+        """Send ``body`` until its outcome is known: the answer's text, or ``_LANDED`` when a
+        reload found the changes' snapshots after an answer was lost."""
+        data = json.dumps(body).encode()
+        headers = {"Content-Type": "application/json", "Idempotency-Key": str(uuid.uuid4())}
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self.retry_backoff_s * 2 ** (attempt - 1))
+            try:
+                response = self.catalog._session.post(url, data=data, headers=headers)
+            except RequestException:
+                response = None  # the answer was lost: the operation may have landed
+            if response is not None and response.status_code < 300:
+                return str(response.text)
+            unknown = response is None or response.status_code in _OUTCOME_UNKNOWN
+            if (unknown or attempt) and self._landed(changes):  # an earlier try landed
+                return _LANDED
+            if response is not None and not unknown:
+                for change in changes:  # nothing landed: the written files are nobody's
+                    _remove(change)
+                raise _error(response.status_code, response.text)
+        raise CommitStateUnknownException(
+            f"the outcome is unknown after {self.retries + 1} tries: reload the table(s)")
+
+    def _landed(self, changes: list[_Change]) -> bool:
+        """Did the changes' snapshots land? All: True; none (or the table cannot be read now):
+        False; some of one transaction: the outcome cannot be told, raised as unknown."""
+        found = []
+        for change in changes:
+            try:
+                table = self.load(change.table.name())
+            except (RESTError, RequestException):
+                return False
+            found.append(table.metadata.snapshot_by_id(change.snapshot_id) is not None)
+        if found and all(found):
+            return True
+        if any(found):
+            raise CommitStateUnknownException("part of the transaction's snapshots are in "
+                                              "their tables: reload the tables")
+        return False
 
 
 class ClientTransaction:

@@ -12,7 +12,11 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from pyiceberg.exceptions import BadRequestError, CommitFailedException
+from pyiceberg.exceptions import (
+    BadRequestError,
+    CommitFailedException,
+    CommitStateUnknownException,
+)
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
@@ -21,6 +25,15 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 from proxy.client import IcegovClient
 from tests.conftest import RunningProxy
+from tests.support.faults import (
+    FaultProxy,
+    drop_after_commit,
+    fault_proxy,
+    status_after,
+    status_before,
+    table_commit,
+    transaction_commit,
+)
 from tests.support.settings import ADMIN
 
 SCHEMA = Schema(NestedField(1, "id", LongType(), required=False),
@@ -169,3 +182,60 @@ def test_failed_transaction_changes_neither_table(client: IcegovClient, namespac
         tx.delete_files(two, ["file:///nowhere/not-a-file.parquet"])
     assert rows(client, one) == [(1, "a")]
     assert client.load(two).current_snapshot() is None
+
+
+@pytest.fixture()
+def faulty(proxy: RunningProxy) -> Iterator[tuple[IcegovClient, FaultProxy]]:
+    """A client reaching icegov through a fault proxy (answers lost or replaced on the way)."""
+    with fault_proxy(proxy.url) as faults:
+        yield IcegovClient(faults.url, credential=ADMIN, retry_backoff_s=0.0), faults
+
+
+def test_lost_answers_neither_duplicate_nor_fail_an_append(
+        faulty: tuple[IcegovClient, FaultProxy], namespace: str) -> None:
+    client, faults = faulty
+    table = new_table(client, namespace)
+    dropped = faults.arm(drop_after_commit())  # icegov commits, the answer never arrives
+    client.append(table, batch([1]))
+    replaced = faults.arm(status_after(504))  # icegov commits, a gateway answers 504
+    client.append(table, batch([2]))
+    assert dropped.fired == replaced.fired == 1
+    assert len(faults.forwarded(table_commit)) == 2  # found by reloading: never sent again
+    assert rows(client, table) == [(1, "a"), (2, "a")]
+    assert len(client.load(table).metadata.snapshots) == 2
+
+
+def test_a_request_that_never_arrived_is_sent_again_with_its_snapshot_id(
+        faulty: tuple[IcegovClient, FaultProxy], namespace: str) -> None:
+    client, faults = faulty
+    table = new_table(client, namespace)
+    faults.arm(status_before(502), times=2)  # nothing reached icegov, twice
+    change = client.prepare_append(client.load(table), batch([1]))
+    landed = client.commit(change)
+    assert landed.metadata.current_snapshot_id == change.snapshot_id
+    assert len(faults.forwarded(table_commit)) == 1
+    assert rows(client, table) == [(1, "a")]
+
+
+def test_retries_give_up_unknown_and_keep_the_files(
+        faulty: tuple[IcegovClient, FaultProxy], namespace: str) -> None:
+    client, faults = faulty
+    table = new_table(client, namespace)
+    faults.arm(status_before(502), times=client.retries + 1)
+    change = client.prepare_append(client.load(table), batch([1]))
+    with pytest.raises(CommitStateUnknownException):
+        client.commit(change)
+    assert client.load(table).current_snapshot() is None
+    assert all(change.table.io.new_input(f.file_path).exists() for f in change.written)
+
+
+def test_a_transaction_whose_answer_was_lost_lands_once(
+        faulty: tuple[IcegovClient, FaultProxy], namespace: str) -> None:
+    client, faults = faulty
+    one, two = new_table(client, namespace, "one"), new_table(client, namespace, "two")
+    faults.arm(drop_after_commit(), match=transaction_commit)
+    with client.transaction() as tx:
+        tx.append(one, batch([1]))
+        tx.append(two, batch([2]))
+    assert len(faults.forwarded(transaction_commit)) == 1
+    assert rows(client, one) == [(1, "a")] and rows(client, two) == [(2, "a")]

@@ -4,15 +4,21 @@ do not hide new data, and the files' footers are read once per operation."""
 
 from __future__ import annotations
 
+import json
 import time
+import uuid
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import requests
+from pyiceberg.exceptions import BadRequestError, CommitStateUnknownException
 from pyiceberg.manifest import ManifestFile
 
+from proxy.client import IcegovClient, _Change
 from proxy.commits.operations import build_commit
 from proxy.commits.operations.head import MANIFEST_PATHS
 from proxy.commits.operations.inputs import FOOTERS
@@ -106,12 +112,12 @@ def test_a_data_file_posing_as_position_deletes_is_refused(tbl: Tbl) -> None:
 
 def test_equality_delete_files_must_hold_their_equality_columns(tbl: Tbl) -> None:
     path = _parquet(tbl, _data([("p", pa.string(), 2)], ["a"]))
-    update = {"action": "row-delta", "added-delete-files": [
-        _as(tbl, path, 1, "equality-deletes", **{"equality-ids": [1]})]}
-    status, message = _status(tbl, update)
+    delete = _as(tbl, path, 1, "equality-deletes", **{"equality-ids": [1]})
+    status, message = _status(tbl, {"action": "row-delta", "added-delete-files": [delete]})
     assert status == 400 and "lacks its equality-ids" in message
-    update["added-delete-files"][0]["equality-ids"] = [2]
-    assert _status(tbl, update) == (200, "")  # (pyiceberg cannot read equality deletes)
+    delete["equality-ids"] = [2]
+    # accepted (pyiceberg cannot read equality deletes back, so nothing is landed here)
+    assert _status(tbl, {"action": "row-delta", "added-delete-files": [delete]}) == (200, "")
 
 
 # 7. footers are read once per file, not on every rebuild --------------------------------------
@@ -328,3 +334,95 @@ def test_a_data_equivalent_rewrite_is_not_new_data(tbl: Tbl) -> None:
                         "added-data-files": tbl.wire(tbl.write([4]))}))
     tbl.land(tbl.build(update, start=start))
     assert sorted(r[0] for r in tbl.rows()) == [1, 2, 4, 100]
+
+
+# 6. the operation names its snapshot id, so a client can retry safely ----------------------
+
+def test_the_operations_snapshot_id_is_the_built_snapshots(tbl: Tbl) -> None:
+    update = {"action": "append-files", "data-files": tbl.wire(tbl.write([3])),
+              "snapshot-id": 4242}
+    built = tbl.build(update)
+    assert built.snapshot_id == 4242
+    assert built.body["updates"][0]["snapshot"]["snapshot-id"] == 4242
+    tbl.land(built)
+    status, message = _status(tbl, {**update, "data-files": tbl.wire(tbl.write([4]))})
+    assert status == 400 and "snapshot-id 4242 already exists" in message
+
+
+@pytest.mark.parametrize("value", [0, -5, 2**63, True, "12", 1.5])
+def test_snapshot_id_must_be_a_positive_long(tbl: Tbl, value: Any) -> None:
+    status, message = _status(tbl, {"action": "append-files", "snapshot-id": value,
+                                    "data-files": tbl.wire(tbl.write([3]))})
+    assert status == 400 and "snapshot-id must be a positive long" in message
+
+
+class _Answer:
+    def __init__(self, status: int, text: str = "{}") -> None:
+        self.status_code, self.text = status, text
+
+
+class _Session:
+    """A scripted ``requests`` session: each post takes the next answer (or raises it)."""
+
+    def __init__(self, *answers: _Answer | Exception) -> None:
+        self.answers = list(answers)
+        self.sent: list[tuple[bytes, dict[str, str]]] = []
+
+    def post(self, url: str, data: bytes, headers: dict[str, str]) -> _Answer:
+        self.sent.append((data, dict(headers)))
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def _client(session: _Session, landed: list[bool]) -> IcegovClient:
+    """A client whose posts go to ``session`` and whose reloads find its snapshot when the
+    next ``landed`` says so."""
+    client = object.__new__(IcegovClient)
+    client.catalog = SimpleNamespace(_session=session)  # type: ignore[assignment]
+    client.retries, client.retry_backoff_s = 2, 0.0
+    found = SimpleNamespace(snapshot_by_id=lambda _: object())
+    missing = SimpleNamespace(snapshot_by_id=lambda _: None)
+    client.load = lambda _: SimpleNamespace(  # type: ignore[method-assign,assignment,return-value]
+        metadata=found if landed.pop(0) else missing)
+    return client
+
+
+def _change(tbl: Tbl) -> _Change:
+    written = tbl.write([9])
+    return _Change(tbl.table, {"action": "append-files", "data-files": tbl.wire(written)},
+                   written)
+
+
+def test_client_resends_the_same_request_while_its_snapshot_is_absent(tbl: Tbl) -> None:
+    session = _Session(requests.ConnectionError("lost"), _Answer(502), _Answer(200, "done"))
+    client, change = _client(session, [False, False]), _change(tbl)
+    assert client._post("u", change.body(), [change]) == "done"
+    assert len(session.sent) == 3 and all(s == session.sent[0] for s in session.sent)
+    data, headers = session.sent[0]
+    assert json.loads(data)["updates"][0]["snapshot-id"] == change.snapshot_id > 0
+    assert uuid.UUID(headers["Idempotency-Key"])
+
+
+def test_client_takes_a_found_snapshot_as_success(tbl: Tbl) -> None:
+    session = _Session(_Answer(504))
+    client, change = _client(session, [True]), _change(tbl)
+    assert client._post("u", change.body(), [change]) is None  # landed: the caller reloads
+    assert len(session.sent) == 1
+    session = _Session(requests.ConnectionError("lost"), _Answer(409))  # the resend lost the
+    client = _client(session, [False, True])  # race to the first try, which landed after all
+    assert client._post("u", change.body(), [change]) is None
+
+
+def test_client_gives_up_unknown_and_keeps_its_files(tbl: Tbl) -> None:
+    session = _Session(_Answer(502), _Answer(502), _Answer(502))
+    client, change = _client(session, [False, False, False]), _change(tbl)
+    with pytest.raises(CommitStateUnknownException):
+        client._post("u", change.body(), [change])
+    assert len(session.sent) == 3
+    assert tbl.table.io.new_input(change.written[0].file_path).exists()
+    session = _Session(_Answer(400, '{"error": {"message": "bad"}}'))
+    with pytest.raises(BadRequestError, match="bad"):
+        _client(session, [])._post("u", change.body(), [change])  # a first 4xx: no reload
+    assert not tbl.table.io.new_input(change.written[0].file_path).exists()

@@ -20,10 +20,14 @@ remove are named by location (``file-path``); filters are Iceberg expression JSO
 =================  ===========================================================================
 
 Every operation may carry ``branch`` (default ``main``; it must exist, except ``main`` of an
-empty table) and ``base-snapshot-id``: the snapshot the writer read (null: it read an empty
-branch). Left out, the window starts at the head icegov first builds on. ``isolation-level`` is
-``serializable`` (default) or ``snapshot``. Conflict rules: ``conflicts``; the row-filter of
-``delete-files`` (like Iceberg's ``DeleteFiles``) applies to the head it is built on.
+empty table), ``base-snapshot-id``: the snapshot the writer read (null: it read an empty
+branch; left out, the window starts at the head icegov first builds on), and ``snapshot-id``:
+the id the built snapshot gets (a positive long not in the table; left out, icegov picks one),
+so a client that lost an answer can tell whether its operation landed and resend it safely.
+``isolation-level`` is ``serializable`` (default) or ``snapshot``. Conflict rules:
+``conflicts``; the row-filter of ``delete-files`` (like Iceberg's ``DeleteFiles``) applies to
+the head it is built on. Added files must be the table's data (``inputs``, ``columns``) and new
+to the table (``readded``).
 
 Public API::
 

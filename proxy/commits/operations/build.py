@@ -71,12 +71,16 @@ def build_commit(body: Mapping[str, Any], metadata: TableMetadata, io: FileIO, *
     standard commit. Bad input: ``UnverifiableCommit`` (400; ``PayloadTooLarge`` 413); a
     conflict: ``CommitFailed`` (409). Nothing is committed here. A rebuild passes the
     ``snapshot_id`` of the first build: every try of one operation adds the same snapshot, so at
-    most one of them can land (a try whose outcome was lost may still land later)."""
+    most one of them can land (a try whose outcome was lost may still land later). Without
+    ``snapshot_id``, the operation's own ``snapshot-id`` is used (a client retrying a request
+    whose answer it lost sends the same id), else a fresh one; an id already in the table is
+    refused (400)."""
     check_operation_shape(body, limits)
     if metadata.format_version > 2:
         raise UnverifiableCommit("data operations on format-3 tables are not supported yet")
     operation = parse_operation(body, metadata)
     check_table_uuid(operation, metadata)
+    snapshot_id = _snapshot_id(snapshot_id, operation.snapshot_id, metadata)
     head = branch_head(metadata, operation.branch)
     window = snapshots_since(metadata, start_snapshot_id, head)
     added = (*operation.added_data, *operation.added_deletes)
@@ -87,8 +91,6 @@ def build_commit(body: Mapping[str, Any], metadata: TableMetadata, io: FileIO, *
         else WindowChanges()
     plan, removed_data = plan_operation(operation, head, reader, changes, metadata)
     validate(operation, changes, metadata, removed_data)
-    if snapshot_id is None:
-        snapshot_id = _fresh_snapshot_id(metadata)
     snapshot = write_snapshot(plan, metadata, io, snapshot_id=snapshot_id,
                               timestamp_ms=_timestamp(metadata, head, now_ms))
     commit = _commit_body(body, metadata, operation.branch, head, snapshot)
@@ -115,6 +117,17 @@ def _commit_body(body: Mapping[str, Any], metadata: TableMetadata, branch: str,
     if "identifier" in body:
         commit = {"identifier": body["identifier"], **commit}
     return commit
+
+
+def _snapshot_id(given: int | None, requested: int | None, metadata: TableMetadata) -> int:
+    """The id the built snapshot gets: the one ``build_commit`` was given, else the
+    operation's own ``snapshot-id``, else a fresh one. It must not be in the table."""
+    chosen = given if given is not None else requested
+    if chosen is None:
+        return _fresh_snapshot_id(metadata)
+    if metadata.snapshot_by_id(chosen) is not None:
+        raise UnverifiableCommit(f"snapshot-id {chosen} already exists in the table")
+    return chosen
 
 
 def _fresh_snapshot_id(metadata: TableMetadata) -> int:

@@ -42,7 +42,8 @@ _FILTERS: dict[str, set[str]] = {
     APPEND: set(), DELETE: {"row-filter"}, OVERWRITE: {"row-filter", "conflict-filter"},
     ROW_DELTA: {"conflict-filter"}, REWRITE: set()}
 _ISOLATED = {OVERWRITE, ROW_DELTA}
-_COMMON = {"action", "branch", "base-snapshot-id"}
+_COMMON = {"action", "branch", "base-snapshot-id", "snapshot-id"}
+_MAX_LONG = 2**63 - 1
 _MAX_FILTER_NODES, _MAX_FILTER_DEPTH = 2_000, 64
 _EXPRESSION: TypeAdapter[BooleanExpression] = TypeAdapter(BooleanExpression)
 
@@ -72,6 +73,7 @@ class DataOperation:
     isolation: str = SERIALIZABLE
     case_sensitive: bool = True
     table_uuid: str | None = None
+    snapshot_id: int | None = None
 
     @property
     def removes_files(self) -> bool:
@@ -129,6 +131,10 @@ def _check_common(update: Mapping[str, Any]) -> None:
     base = update.get("base-snapshot-id")
     if base is not None and (not isinstance(base, int) or isinstance(base, bool)):
         raise UnverifiableCommit("base-snapshot-id must be a snapshot id or null")
+    wanted = update.get("snapshot-id")
+    if "snapshot-id" in update and (not isinstance(wanted, int) or isinstance(wanted, bool)
+                                    or not 0 < wanted <= _MAX_LONG):
+        raise UnverifiableCommit("snapshot-id must be a positive long")
     if update.get("isolation-level", SERIALIZABLE) not in (SERIALIZABLE, SNAPSHOT):
         raise UnverifiableCommit("isolation-level must be serializable or snapshot")
     if not isinstance(update.get("case-sensitive", True), bool):
@@ -192,6 +198,7 @@ def parse_operation(body: Mapping[str, Any], metadata: TableMetadata) -> DataOpe
         isolation=update.get("isolation-level", SERIALIZABLE),
         case_sensitive=update.get("case-sensitive", True),
         table_uuid=requirements[0]["uuid"] if requirements else None,
+        snapshot_id=update.get("snapshot-id"),
     )
 
 
