@@ -19,16 +19,15 @@ from pyiceberg.exceptions import BadRequestError, CommitStateUnknownException
 from pyiceberg.manifest import ManifestFile
 
 from proxy.client import IcegovClient, _Change
-from proxy.commits.operations import build_commit
-from proxy.commits.operations.head import MANIFEST_PATHS
-from proxy.commits.operations.inputs import FOOTERS
+from proxy.commits.lru import SizedLru
+from proxy.commits.operations import build_commit, head, inputs
 from proxy.errors import IcebergError
 from tests.unit.test_operations import Tbl, position_deletes
 
 
 @pytest.fixture()
-def tbl(tmp_path: Path) -> Tbl:
-    FOOTERS.clear()
+def tbl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Tbl:
+    monkeypatch.setattr(inputs, "FOOTERS", SizedLru(inputs.FOOTER_CACHE_FILES))
     t = Tbl(tmp_path)
     t.append([1, 2])
     return t
@@ -276,7 +275,7 @@ def test_repeated_builds_read_the_heads_manifests_once(tbl: Tbl,
     update = {"action": "append-files", "data-files": tbl.wire(tbl.write([20]))}
     tbl.build(update)
     assert len(opened) == 1  # the earlier appends' builds read the others already
-    MANIFEST_PATHS.clear()
+    monkeypatch.setattr(head, "MANIFEST_PATHS", SizedLru(head.PATH_CACHE_FILES))
     opened.clear()
     tbl.build(update)
     assert len(opened) == 4  # every manifest of the head, once

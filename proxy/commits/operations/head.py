@@ -28,8 +28,8 @@ from pyiceberg.table.snapshots import Snapshot
 from proxy.commits.confine import canonical_location
 from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.limits import CommitLimits
+from proxy.commits.lru import SizedLru
 from proxy.commits.manifests import CommitTooLarge
-from proxy.commits.operations.lru import Lru
 from proxy.errors import CommitFailed
 
 T = TypeVar("T")
@@ -61,9 +61,10 @@ class ManifestPaths:
         return cls(frozenset(live), frozenset(removed))
 
 
-MANIFEST_LISTS: Lru[tuple[ManifestFile, ...]] = Lru(LIST_CACHE_MANIFESTS, len)
-MANIFEST_PATHS: Lru[ManifestPaths] = Lru(
-    PATH_CACHE_FILES, lambda paths: len(paths.live) + len(paths.removed))
+MANIFEST_LISTS: SizedLru[tuple[str, str], tuple[ManifestFile, ...]] = SizedLru(
+    LIST_CACHE_MANIFESTS, lambda manifests: max(len(manifests), 1))
+MANIFEST_PATHS: SizedLru[tuple[str, str, int], ManifestPaths] = SizedLru(
+    PATH_CACHE_FILES, lambda paths: max(len(paths.live) + len(paths.removed), 1))
 
 
 @dataclass

@@ -25,8 +25,8 @@ from pyiceberg.table.metadata import TableMetadata
 
 from proxy.commits.confine import canonical_location, table_locations
 from proxy.commits.intent import UnverifiableCommit
+from proxy.commits.lru import SizedLru
 from proxy.commits.operations.columns import check_columns, table_columns
-from proxy.commits.operations.lru import Lru
 
 _SHOWN = 120
 FOOTER_CACHE_FILES = 16_384
@@ -41,7 +41,7 @@ class Footer:
     schema: pa.Schema | None = None
 
 
-FOOTERS: Lru[Footer] = Lru(FOOTER_CACHE_FILES)
+FOOTERS: SizedLru[tuple[str, str, int], Footer] = SizedLru(FOOTER_CACHE_FILES)
 """Footers of files found present, by (table uuid, canonical location, size)."""
 
 
