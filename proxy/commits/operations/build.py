@@ -86,10 +86,10 @@ def build_commit(body: Mapping[str, Any], metadata: TableMetadata, io: FileIO, *
     added = (*operation.added_data, *operation.added_deletes)
     check_added_files(added, metadata, io)
     reader = HeadReader(metadata, io, limits)
-    check_new_to_table(added, head, window, reader)
     changes = WindowChanges.read(window, reader) if operation.action != APPEND \
         else WindowChanges()
     plan, removed_data = plan_operation(operation, head, reader, changes, metadata)
+    check_new_to_table(added, head, window, reader)  # after the plan read what it needed
     validate(operation, changes, metadata, removed_data)
     snapshot = write_snapshot(plan, metadata, io, snapshot_id=snapshot_id,
                               timestamp_ms=_timestamp(metadata, head, now_ms))

@@ -94,8 +94,12 @@ class HeadReader:
     def entries(self, manifest: ManifestFile) -> list[ManifestEntry]:
         """Every entry of ``manifest`` (deleted ones included), read once per build."""
         found = self._entries.get(manifest.manifest_path)
-        if found is not None:
-            return found
+        if found is None:
+            found = self._entries[manifest.manifest_path] = self._read(manifest)
+        return found
+
+    def _read(self, manifest: ManifestFile) -> list[ManifestEntry]:
+        """Open ``manifest`` and read its entries, counting against the limits."""
         if self.manifests_opened >= self.limits.max_manifests_read:
             raise CommitTooLarge(f"the operation would open more than "
                                  f"{self.limits.max_manifests_read} manifests")
@@ -105,15 +109,16 @@ class HeadReader:
         if self.entries_read > self.limits.max_entries:
             raise CommitTooLarge(f"the operation would read more than {self.limits.max_entries} "
                                  "manifest entries")
-        self._entries[manifest.manifest_path] = entries
         return entries
 
     def paths(self, manifest: ManifestFile) -> ManifestPaths:
-        """The files ``manifest`` lists (read at most once per process while remembered)."""
+        """The files ``manifest`` lists (read at most once per process while remembered; the
+        entries are not kept for the build unless ``entries`` read them already)."""
         key = (str(self.metadata.table_uuid), manifest.manifest_path, manifest.manifest_length)
         found = MANIFEST_PATHS.get(key)
         if found is None:
-            found = ManifestPaths.of(self.entries(manifest))
+            entries = self._entries.get(manifest.manifest_path) or self._read(manifest)
+            found = ManifestPaths.of(entries)
             MANIFEST_PATHS.put(key, found)
         return found
 
