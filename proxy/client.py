@@ -209,24 +209,29 @@ class IcegovClient:
             if response is not None and response.status_code < 300:
                 return str(response.text)
             unknown = response is None or response.status_code in _OUTCOME_UNKNOWN
-            if (unknown or attempt) and self._landed(changes):  # an earlier try landed
+            landed = self._landed(changes) if unknown or attempt else False
+            if landed:  # this try or an earlier one landed
                 return _LANDED
             if response is not None and not unknown:
+                if landed is None:  # refused, but an earlier try may have landed
+                    raise CommitStateUnknownException(
+                        f"{response.status_code} after a retry, and the table(s) could not be "
+                        "reloaded to tell whether an earlier try landed")
                 for change in changes:  # nothing landed: the written files are nobody's
                     _remove(change)
                 raise _error(response.status_code, response.text)
         raise CommitStateUnknownException(
             f"the outcome is unknown after {self.retries + 1} tries: reload the table(s)")
 
-    def _landed(self, changes: list[_Change]) -> bool:
-        """Did the changes' snapshots land? All: True; none (or the table cannot be read now):
-        False; some of one transaction: the outcome cannot be told, raised as unknown."""
+    def _landed(self, changes: list[_Change]) -> bool | None:
+        """Did the changes' snapshots land? All: True; none: False; a table that cannot be
+        read now: None; some of one transaction: cannot be told, raised as unknown."""
         found = []
         for change in changes:
             try:
                 table = self.load(change.table.name())
             except (RESTError, RequestException):
-                return False
+                return None
             found.append(table.metadata.snapshot_by_id(change.snapshot_id) is not None)
         if found and all(found):
             return True

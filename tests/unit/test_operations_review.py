@@ -425,3 +425,19 @@ def test_client_gives_up_unknown_and_keeps_its_files(tbl: Tbl) -> None:
     with pytest.raises(BadRequestError, match="bad"):
         _client(session, [])._post("u", change.body(), [change])  # a first 4xx: no reload
     assert not tbl.table.io.new_input(change.written[0].file_path).exists()
+
+
+def test_client_keeps_its_files_when_a_refused_retry_cannot_be_checked(tbl: Tbl) -> None:
+    session = _Session(_Answer(502), _Answer(400, '{"error": {"message": "exists"}}'))
+    client, change = _client(session, [False]), _change(tbl)
+    loads = iter([False])
+
+    def load(_: Any) -> Any:
+        if next(loads, None) is None:
+            raise requests.ConnectionError("icegov unreachable")
+        return SimpleNamespace(metadata=SimpleNamespace(snapshot_by_id=lambda _: None))
+
+    client.load = load  # type: ignore[method-assign,assignment]
+    with pytest.raises(CommitStateUnknownException):
+        client._post("u", change.body(), [change])
+    assert tbl.table.io.new_input(change.written[0].file_path).exists()
