@@ -34,6 +34,7 @@ from proxy.commits.intent import CommitEvidence, CommitIntent, FileCounts, Unver
 from proxy.commits.limits import CommitLimits
 from proxy.commits.lineage import expected_first_row_ids, row_lineage_changes
 from proxy.commits.manifests import ManifestReader
+from proxy.commits.operations.specs import binding_schema
 from proxy.commits.references import check_snapshot_references
 from proxy.commits.refs import changes_ref_settings, moves_tag
 from proxy.commits.rows import RowVerifier
@@ -147,16 +148,15 @@ def _verify(scan: CommitScan, plan: StepPlan, key: tuple[int, int | None],
 
 
 def partition_types(base: TableMetadata | None) -> dict[int, StructType]:
-    """The table's partition type per spec id, bound to its current schema (a spec whose
-    source columns are gone is left out: its bounds are not decoded)."""
+    """The table's partition type per spec id, bound to the newest schema that has its source
+    columns (a spec no schema binds is left out: its bounds are not decoded)."""
     if base is None:
         return {}
     types: dict[int, StructType] = {}
     for spec in base.partition_specs:
-        try:
-            types[spec.spec_id] = spec.partition_type(base.schema())
-        except Exception:  # a spec the current schema no longer binds
-            continue
+        schema = binding_schema(base, spec)  # the newest schema with its source columns
+        if schema is not None:
+            types[spec.spec_id] = spec.partition_type(schema)
     return types
 
 
