@@ -163,7 +163,7 @@ def icegov_client(url: str, principal: str | None, counter: StatusCounter) -> An
     from proxy.client import IcegovClient
 
     credential = {} if principal is None else {"credential": f"{principal}:{principal}-secret"}
-    client = IcegovClient(url, **credential)
+    client = IcegovClient(url, retries=0, **credential)  # no client retries, as in (b)
     counter.attach(client.catalog)
     return client
 
