@@ -125,6 +125,7 @@ class Gate:
         assert admission.principal is not None  # a commit is never public
         classified = await self._changes.classify_all(coarse.inbound, admission.intent.changes)
         record.evidence = [c.report for c in classified]  # the committer adds how it landed
+        self._changes.refuse_stale(classified)
         needs = tuple(Need(action, c.resource) for c in classified
                       for action in sorted(c.intent.actions))
         record.resources = tuple(dict.fromkeys(str(n.resource) for n in needs))

@@ -91,10 +91,17 @@ class ChangeClassifier:
             if stale is not None:  # a client behind the table: its conflict comes first
                 raise stale from None
             raise
-        classified = ClassifiedChange(change.resource, change.body, intent, base, stale)
-        if stale is not None and rebuilder_for(classified, change.body, self._limits) is None:
-            raise stale  # a client behind the table that icegov cannot rebase: its conflict
-        return classified
+        return ClassifiedChange(change.resource, change.body, intent, base, stale)
+
+    def refuse_stale(self, classified: Iterable[ClassifiedChange]) -> None:
+        """A change built on an older state of its table that icegov cannot rebuild gets its
+        conflict (409) before any decision: the client retries on the new state."""
+        for change in classified:
+            if change.stale is not None and \
+                    rebuilder_for(change, change.body, self._limits) is None:
+                discard_built(classified)
+                change.report.update(tries=0, rebased=False, outcome="conflict")
+                raise change.stale
 
     async def _build(self, change: TableChange, base: TableState) -> ClassifiedChange:
         """A data operation: icegov builds the standard commit, then classifies what it built
