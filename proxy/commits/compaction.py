@@ -38,7 +38,7 @@ from pyiceberg.table.snapshots import Operation, Snapshot
 
 from proxy.commits.classify import classify_commit
 from proxy.commits.limits import CommitLimits
-from proxy.commits.operations.writer import DeleteManifestWriter
+from proxy.commits.operations.writer import DeleteManifestWriter, metadata_root
 from proxy.commits.rebase import AppendShape, head_of
 
 YIELD_PROPERTY = "icegov.compaction.yield-to-writers"
@@ -120,9 +120,7 @@ def _resequenced_list(shape: AppendShape, metadata: TableMetadata, io: FileIO, p
     for manifest in read_manifest_list(io.new_input(str(shape.snapshot["manifest-list"]))):
         records.append(_rewritten(manifest, metadata, io, own)
                        if manifest.added_snapshot_id == own else manifest)
-    root = (metadata.properties.get("write.metadata.path")
-            or f"{metadata.location}/metadata").rstrip("/")
-    path = f"{root}/snap-{own}-icegov-yield-{uuid.uuid4()}.avro"
+    path = f"{metadata_root(metadata)}/snap-{own}-icegov-yield-{uuid.uuid4()}.avro"
     with write_manifest_list(2, io.new_output(path), own, parent_id, sequence,
                              _CODEC) as writer:
         writer.add_manifests(records)
@@ -133,9 +131,7 @@ def _rewritten(manifest: ManifestFile, metadata: TableMetadata, io: FileIO,
                snapshot_id: int) -> ManifestFile:
     """The writer's own manifest again, its new entries left to inherit the new sequence."""
     spec = metadata.specs()[manifest.partition_spec_id]
-    root = (metadata.properties.get("write.metadata.path")
-            or f"{metadata.location}/metadata").rstrip("/")
-    output = io.new_output(f"{root}/{uuid.uuid4()}-icegov-yield-m0.avro")
+    output = io.new_output(f"{metadata_root(metadata)}/{uuid.uuid4()}-icegov-yield-m0.avro")
     writer: ManifestWriter
     if manifest.content == ManifestContent.DATA:
         writer = write_manifest(2, spec, metadata.schema(), output, snapshot_id, _CODEC)

@@ -129,6 +129,13 @@ def with_totals(changes: dict[str, str], parent: Snapshot | None) -> dict[str, s
     return result
 
 
+def metadata_root(metadata: TableMetadata) -> str:
+    """Where icegov writes a table's manifests and lists: ``write.metadata.path``, else
+    ``{location}/metadata``."""
+    root = metadata.properties.get("write.metadata.path") or f"{metadata.location}/metadata"
+    return root.rstrip("/")
+
+
 class _Output:
     """Writes one snapshot's manifests under the table's metadata directory."""
 
@@ -136,8 +143,7 @@ class _Output:
         self._metadata = metadata
         self._io = io
         self._snapshot_id = snapshot_id
-        root = metadata.properties.get("write.metadata.path") or f"{metadata.location}/metadata"
-        self._root = root.rstrip("/")
+        self._root = metadata_root(metadata)
         self._prefix = uuid.uuid4()
         self._count = 0
 
