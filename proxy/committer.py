@@ -26,7 +26,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -77,6 +77,12 @@ class Pending:
         """Remove icegov's files of ``body``, which did not land."""
         if self.built and self.base is not None:
             discard(self.body, self.base.io)
+
+    def state_from(self, content: bytes) -> TableState:
+        """The table's state in a LoadTable/CommitTable answer, read through the FileIO the
+        change was judged with (never one the answer's config would choose)."""
+        state = parse_table_state(self.change.resource, content)
+        return state if self.base is None else replace(state, io=self.base.io)
 
     def report(self, **extra: Any) -> None:
         """What the audit record shows of how this change landed."""
@@ -286,10 +292,7 @@ class _Attempts:
         if response.status_code != 200:
             raise CommitStateUnknown(f"the backing catalog answered {response.status_code} "
                                      "reloading the table")
-        state = parse_table_state(p.change.resource, response.content)
-        io = p.base.io if p.base is not None else state.io
-        return TableState(state.resource, state.metadata, state.metadata_location, io,
-                          state.config, state.document)
+        return p.state_from(response.content)
 
     def _learn(self, states: Sequence[TableState | None]) -> None:
         for p, state in zip(self._pending, states, strict=True):
@@ -312,12 +315,9 @@ class _Attempts:
 def _parser(p: Pending, content: bytes) -> Callable[[], TableState | None]:
     def parse() -> TableState | None:
         try:
-            state = parse_table_state(p.change.resource, content)
+            return p.state_from(content)
         except IcebergError:
             return None
-        io = p.base.io if p.base is not None else state.io
-        return TableState(state.resource, state.metadata, state.metadata_location, io,
-                          state.config, state.document)
     return parse
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from pyiceberg.table.metadata import TableMetadata
 
+from proxy.commits.classify import creates_table
 from proxy.commits.shape import updates_of
 from proxy.commits.snapshots import added_snapshots
 
@@ -38,8 +39,8 @@ class Outcome(Enum):
 def outcome_of(body: Mapping[str, Any], current: TableMetadata | None) -> Outcome:
     """``body``'s outcome as ``current`` (None: the table does not exist) shows it."""
     if current is None:
-        return Outcome.ABSENT if _creates(body) else Outcome.UNKNOWN
-    if _creates(body):  # the uuid it assigns is its identity
+        return Outcome.ABSENT if creates_table(body) else Outcome.UNKNOWN
+    if creates_table(body):  # the uuid it assigns is its identity
         uuids = [u.get("uuid") for u in updates_of(body, "assign-uuid")]
         landed = bool(uuids) and str(current.table_uuid) == uuids[-1]
         return Outcome.LANDED if landed else Outcome.UNKNOWN
@@ -53,11 +54,6 @@ def outcome_of(body: Mapping[str, Any], current: TableMetadata | None) -> Outcom
     if updates and all(_holds(u, current) for u in updates):
         return Outcome.LANDED
     return Outcome.UNKNOWN
-
-
-def _creates(body: Mapping[str, Any]) -> bool:
-    return any(isinstance(r, Mapping) and r.get("type") == "assert-create"
-               for r in body.get("requirements") or [])
 
 
 def _holds(update: Mapping[str, Any], current: TableMetadata) -> bool:
