@@ -58,8 +58,7 @@ class AppendRebuilder:
     limits: CommitLimits
 
     def behind(self, body: Mapping[str, Any], state: TableState) -> bool:
-        branch = self.shape.branch
-        return asserted_head(body, branch) != head_of(state.metadata, branch)
+        return built_behind(body, self.shape.branch, state)
 
     def rebuild(self, body: Mapping[str, Any], state: TableState, now_ms: int) -> dict[str, Any]:
         same_table(body, state)
@@ -73,6 +72,11 @@ class AppendRebuilder:
         reverify(self.change, rebased, state, self.limits, now_ms)
         return rebased
 
+
+
+def built_behind(body: Mapping[str, Any], branch: str, state: TableState) -> bool:
+    """Does ``body`` assert another head for ``branch`` than the one ``state`` has?"""
+    return asserted_head(body, branch) != head_of(state.metadata, branch)
 
 
 def same_table(body: Mapping[str, Any], state: TableState) -> None:
@@ -93,8 +97,7 @@ class OperationRebuilder:
     limits: CommitLimits
 
     def behind(self, body: Mapping[str, Any], state: TableState) -> bool:
-        branch = _branch_of(body)
-        return asserted_head(body, branch) != head_of(state.metadata, branch)
+        return built_behind(body, _branch_of(body), state)
 
     def rebuild(self, body: Mapping[str, Any], state: TableState, now_ms: int) -> dict[str, Any]:
         same_table(self.change.body, state)  # the uuid of the table it was first built for
@@ -122,8 +125,7 @@ class YieldingRebuilder:
     limits: CommitLimits
 
     def behind(self, body: Mapping[str, Any], state: TableState) -> bool:
-        branch = self.shape.branch
-        return asserted_head(body, branch) != head_of(state.metadata, branch)
+        return built_behind(body, self.shape.branch, state)
 
     def rebuild(self, body: Mapping[str, Any], state: TableState, now_ms: int) -> dict[str, Any]:
         metadata = state.metadata
