@@ -1,0 +1,1 @@
+"""Server-side scan planning: requests, plans, plan tasks and their caches."""
