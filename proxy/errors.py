@@ -13,7 +13,9 @@ The exception tree::
     ├── Forbidden                        403 ForbiddenException
     ├── NotFound                         404 NotFoundException
     │   ├── NoSuchNamespace              404 NoSuchNamespaceException
-    │   └── NoSuchTable                  404 NoSuchTableException
+    │   ├── NoSuchTable                  404 NoSuchTableException
+    │   ├── NoSuchPlanId                 404 NoSuchPlanIdException
+    │   └── NoSuchPlanTask               404 NoSuchPlanTaskException
     ├── Conflict                         409 (base of the 409s)
     │   ├── AlreadyExists                409 AlreadyExistsException
     │   ├── NamespaceNotEmpty            409 NamespaceNotEmptyException
@@ -80,6 +82,14 @@ class NoSuchNamespace(NotFound):
 
 class NoSuchTable(NotFound):
     error_type = "NoSuchTableException"
+
+
+class NoSuchPlanId(NotFound):
+    error_type = "NoSuchPlanIdException"
+
+
+class NoSuchPlanTask(NotFound):
+    error_type = "NoSuchPlanTaskException"
 
 
 class MethodNotAllowed(IcebergError):
