@@ -14,7 +14,7 @@ import contextlib
 import functools
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -25,7 +25,9 @@ from proxy.policy import decisions
 from proxy.policy.loader import CompiledPolicy, compile_files, load, read_files
 from proxy.policy.rules import PolicyError
 from proxy.policy.settings import PolicySettings
+from proxy.policy.views import TableRules
 from proxy.resources import Resource
+from proxy.restrictions import ReadView
 from proxy.stablefiles import FileChanging
 
 log = structlog.get_logger("icegov")
@@ -53,8 +55,9 @@ class PolicyStatus:
 class _Generation:
     """One loaded policy with its own bounded decision caches (closures: no reference cycle)."""
 
-    def __init__(self, policy: CompiledPolicy, cache_size: int) -> None:
+    def __init__(self, policy: CompiledPolicy, cache_size: int, number: int) -> None:
         self.policy = policy
+        self.number = number
         cached = functools.lru_cache(maxsize=cache_size)
 
         @cached
@@ -69,7 +72,16 @@ class _Generation:
         def can_see(principal: Principal, resource: Resource) -> bool:
             return decisions.can_see(policy, principal, resource, subjects(principal))
 
-        self.decide, self.can_see = decide, can_see
+        @cached
+        def table_rules(principal: Principal, table: Resource) -> TableRules:
+            return decisions.table_rules(policy, principal, table, subjects(principal))
+
+        @cached
+        def read_view(principal: Principal, table: Resource,
+                      columns: tuple[str, ...]) -> ReadView:
+            return table_rules(principal, table).view(columns)
+
+        self.decide, self.can_see, self.read_view = decide, can_see, read_view
 
 
 class PolicyAuthorizer:
@@ -77,7 +89,7 @@ class PolicyAuthorizer:
 
     def __init__(self, policy: CompiledPolicy, settings: PolicySettings) -> None:
         self._settings = settings
-        self._generation = _Generation(policy, settings.decision_cache_size)
+        self._generation = _Generation(policy, settings.decision_cache_size, 1)
         self._status = _status_for(policy, 1)
         self._reload_lock = threading.Lock()
         self._failed: str | None = None  # the last failure reported, to warn once per failure
@@ -91,6 +103,15 @@ class PolicyAuthorizer:
     def policy(self) -> CompiledPolicy:
         """The policy currently in force."""
         return self._generation.policy
+
+    @property
+    def generation(self) -> int:
+        """The policy generation in force (1 at start-up, +1 per reload): part of every cache
+        key built from this policy's decisions (plans, projections, plan tasks).
+
+        A reload swaps the policy and its number in one assignment: read the generation
+        *before* asking for a view, and the view is never older than the number read."""
+        return self._generation.number
 
     @property
     def status(self) -> PolicyStatus:
@@ -111,6 +132,13 @@ class PolicyAuthorizer:
         while the *table* ``payroll`` in ``sales`` is not.
         """
         return self._generation.can_see(principal, resource)
+
+    def read_view(self, principal: Principal, table: Resource,
+                  columns: Iterable[str]) -> ReadView:
+        """What ``principal`` may read of ``table``'s top-level ``columns``: denied and masked
+        columns, the row filter, and the lines behind them (``decisions.read_view``). Remembered
+        per policy generation; the table's rules are gathered once for any set of columns."""
+        return self._generation.read_view(principal, table, tuple(columns))
 
     def cache_info(self) -> dict[str, int]:
         """Decision cache counters of the current generation (reset by every reload)."""
@@ -140,7 +168,7 @@ class PolicyAuthorizer:
 
     def _install(self, policy: CompiledPolicy) -> None:
         generation = self._status.generation + 1
-        self._generation = _Generation(policy, self._settings.decision_cache_size)
+        self._generation = _Generation(policy, self._settings.decision_cache_size, generation)
         self._status = _status_for(policy, generation)
         self._failed = None
         log.info("policy.reloaded", generation=generation, rules=self._status.rules,
@@ -187,5 +215,6 @@ async def _wait(stop: asyncio.Event, seconds: float) -> bool:
 
 def _status_for(policy: CompiledPolicy, generation: int) -> PolicyStatus:
     return PolicyStatus(generation=generation, loaded_at=time.time(),
-                        digest=policy.files.digest, rules=len(policy.parsed.rules),
+                        digest=policy.files.digest,
+                        rules=len(policy.parsed.rules) + len(policy.parsed.restrictions),
                         grants=len(policy.parsed.grants))

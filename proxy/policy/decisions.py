@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from proxy.governance import Action, Decision, Principal
 from proxy.policy.loader import CompiledPolicy
 from proxy.policy.rules import Rule
+from proxy.policy.views import ColumnState, ColumnVerdict, TableRules
 from proxy.resources import Resource, ResourceKind
+from proxy.restrictions import ReadView
 
 
 def subjects_of(policy: CompiledPolicy, principal: Principal) -> tuple[str, ...]:
@@ -56,3 +59,47 @@ def explain(policy: CompiledPolicy, principal: Principal, action: Action,
     deciding = index.decide(index.ruled(subjects), action, resource.parts)
     return Explanation(decide(policy, principal, action, resource), tuple(sorted(subjects)),
                        tuple(matched), deciding)
+
+
+def table_rules(policy: CompiledPolicy, principal: Principal, table: Resource,
+                subjects: tuple[str, ...] | None = None) -> TableRules:
+    """The column and row rules that apply to ``principal`` reading ``table``."""
+    if table.kind != ResourceKind.TABLE:
+        raise ValueError(f"{table} is a {table.kind}, not a table")
+    if subjects is None:
+        subjects = subjects_of(policy, principal)
+    return policy.index.reads.table_rules(subjects, table)
+
+
+def read_view(policy: CompiledPolicy, principal: Principal, table: Resource,
+              columns: Iterable[str], subjects: tuple[str, ...] | None = None) -> ReadView:
+    """What ``principal`` may read of ``table``'s top-level ``columns``: denied columns (a deny
+    of SELECT on the column, or above it), masked ones, and the row filter (the AND of every
+    filter rule of every subject). SELECT on the table itself is decided apart (``decide``)."""
+    return table_rules(policy, principal, table, subjects).view(columns)
+
+
+def column_verdict(policy: CompiledPolicy, principal: Principal, column: Resource,
+                   subjects: tuple[str, ...] | None = None) -> ColumnVerdict:
+    """One column's verdict as a reader gets it: denied unless SELECT on its table is allowed
+    (the deciding deny, if any, is the verdict's rule), else the column's own verdict."""
+    if column.kind != ResourceKind.COLUMN or column.column is None:
+        raise ValueError(f"{column} is a {column.kind}, not a column")
+    if subjects is None:
+        subjects = subjects_of(policy, principal)
+    table = Resource(column.catalog, column.namespace, column.table)
+    return table_verdicts(policy, principal, table, (column.column,), subjects)[column.column]
+
+
+def table_verdicts(policy: CompiledPolicy, principal: Principal, table: Resource,
+                   columns: Iterable[str],
+                   subjects: tuple[str, ...] | None = None) -> dict[str, ColumnVerdict]:
+    """Each column's verdict as a reader gets it (see ``column_verdict``)."""
+    if subjects is None:
+        subjects = subjects_of(policy, principal)
+    rule = policy.index.decide(subjects, Action.SELECT, table.parts)
+    if rule is None or not rule.allow:
+        refused = ColumnVerdict(ColumnState.DENIED, rules=() if rule is None else (rule,))
+        return dict.fromkeys(columns, refused)
+    rules = table_rules(policy, principal, table, subjects)
+    return {column: rules.verdict(column) for column in columns}

@@ -1,11 +1,10 @@
 """The compiled policy: rules indexed by subject and by the literal start of their resource pattern.
 
 A decision looks only at the rules of the caller's subjects (name, token roles, and every role they
-hold through ``g`` lines) whose pattern could match: exact patterns by the resource itself,
-wildcard patterns by their literal prefix (``icegov.sales.*`` under ``("icegov", "sales")``), so
-each decision costs a handful of dictionary lookups however many rules the policy has. Keys are
-tuples of segments, never dotted strings: ``icegov."demo.priv"`` and ``icegov.demo.priv`` never
-meet.
+hold through ``g`` lines) whose pattern could match (``proxy.policy.buckets``), so each decision
+costs a handful of dictionary lookups however many rules the policy has. Column and row rules
+(SELECT denies, masks, row filters) are compiled alongside into ``reads``
+(``proxy.policy.views.ReadIndex``) for read views.
 
 Semantics (the same as Casbin evaluating ``model.conf``): a deny from any subject wins; otherwise
 an allow from any subject allows; otherwise the default deny. A deny also covers everything
@@ -15,52 +14,15 @@ matching deny, else the first matching allow, in file order.
 
 from __future__ import annotations
 
-import bisect
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 
 from proxy.governance import Action
+from proxy.policy.buckets import Key, bucketed
+from proxy.policy.effects import Restriction
 from proxy.policy.patterns import ResourcePattern, horizon, meets
 from proxy.policy.rules import Grant, Rule
-
-Key = tuple[str, ...]
-"""Segments from the catalog down: a dot inside a name never separates anything."""
-
-
-@dataclass
-class _Bucket:
-    """The rules of one subject."""
-
-    exact: dict[Key, list[Rule]] = field(default_factory=lambda: defaultdict(list))
-    wild: dict[Key, list[Rule]] = field(default_factory=lambda: defaultdict(list))
-    keys: list[Key] = field(default_factory=list)  # every key of exact and wild, sorted
-
-    def add(self, rule: Rule) -> None:
-        pattern = rule.pattern
-        if pattern.exact:
-            self.exact[_literal(pattern)].append(rule)
-        else:
-            self.wild[pattern.prefix].append(rule)
-
-    def seal(self) -> _Bucket:
-        """Finish building: plain dicts and the sorted keys for range scans."""
-        self.exact, self.wild = dict(self.exact), dict(self.wild)
-        self.keys = sorted(self.exact.keys() | self.wild.keys())
-        return self
-
-    def reaching(self, parts: Key) -> Iterator[Rule]:
-        """Rules whose pattern could match ``parts`` or something beneath it."""
-        for size in range(len(parts) + 1):
-            yield from self.wild.get(parts[:size], ())
-        yield from self.exact.get(parts, ())
-        # keys that extend ``parts`` sort right after it, contiguously
-        for position in range(bisect.bisect_right(self.keys, parts), len(self.keys)):
-            key = self.keys[position]
-            if key[:len(parts)] != parts:
-                break
-            yield from self.exact.get(key, ())
-            yield from self.wild.get(key, ())
+from proxy.policy.views import ReadIndex
 
 
 class RuleIndex:
@@ -70,12 +32,15 @@ class RuleIndex:
     whether the last segment names a table or a namespace.
     """
 
-    def __init__(self, rules: Iterable[Rule], grants: Iterable[Grant]) -> None:
+    def __init__(self, rules: Iterable[Rule], grants: Iterable[Grant],
+                 restrictions: Iterable[Restriction] = ()) -> None:
         rules = with_denies_beneath(rules)
-        self._buckets = _bucketed(rules)
-        self._allows = _bucketed(rule for rule in rules if rule.allow)  # for can_see
-        self._denies = _bucketed(rule for rule in rules if not rule.allow)
+        self._buckets = bucketed(rules)
+        self._allows = bucketed(rule for rule in rules if rule.allow)  # for can_see
+        self._denies = bucketed(rule for rule in rules if not rule.allow)
         self._roles = role_closure(grants)
+        self.reads = ReadIndex((rule for rule in rules if not rule.allow), restrictions)
+        """Column denies, masks and row filters, for read views."""
 
     def subjects(self, name: str, roles: Iterable[str] = ()) -> frozenset[str]:
         """Every subject a principal acts as: its name, its roles, and the roles those hold."""
@@ -85,8 +50,9 @@ class RuleIndex:
         return frozenset(found)
 
     def ruled(self, subjects: Iterable[str]) -> tuple[str, ...]:
-        """The subjects that have rules, in a stable order."""
-        return tuple(sorted(s for s in subjects if s in self._buckets))
+        """The subjects that have rules (allow/deny or restrictions), in a stable order."""
+        reads = self.reads.subjects
+        return tuple(sorted(s for s in subjects if s in self._buckets or s in reads))
 
     def matching(self, subjects: Iterable[str], action: Action, parts: Key) -> Iterator[Rule]:
         """Every rule of ``subjects`` that matches ``action`` on the resource ``parts``."""
@@ -130,18 +96,6 @@ def with_denies_beneath(rules: Iterable[Rule]) -> list[Rule]:
     """The rules plus, for every deny on a closed pattern, that deny on everything beneath."""
     rules = list(rules)
     return rules + [b for b in (rule.beneath() for rule in rules) if b is not None]
-
-
-def _literal(pattern: ResourcePattern) -> Key:
-    """The one resource an exact pattern names."""
-    return tuple(segment for segment in pattern.segments if segment is not None)
-
-
-def _bucketed(rules: Iterable[Rule]) -> dict[str, _Bucket]:
-    buckets: dict[str, _Bucket] = defaultdict(_Bucket)
-    for rule in rules:
-        buckets[rule.subject].add(rule)
-    return {subject: bucket.seal() for subject, bucket in buckets.items()}
 
 
 def role_closure(grants: Iterable[Grant]) -> dict[str, frozenset[str]]:

@@ -62,7 +62,8 @@ def compile_files(files: PolicyFiles) -> CompiledPolicy:
     problems += [p for p in parsed.problems if p.severity == "error"]
     if problems:
         raise PolicyError(problems)
-    return CompiledPolicy(files, parsed, RuleIndex(parsed.rules, parsed.grants))
+    return CompiledPolicy(files, parsed, RuleIndex(parsed.rules, parsed.grants,
+                                                    parsed.restrictions))
 
 
 def load(model_path: Path, policy_path: Path) -> CompiledPolicy:

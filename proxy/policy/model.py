@@ -82,11 +82,17 @@ def _mismatch(source: str, key: str, want: str, got: str | None) -> Problem | No
 
 
 def reference_enforcer(model_text: str, policy: ParsedPolicy) -> Any:
-    """A real ``casbin.Enforcer`` over ``policy``, with icegov's matcher functions registered."""
+    """A real ``casbin.Enforcer`` over ``policy`` (restriction lines included), with icegov's
+    matcher functions registered."""
     model = parse_model(model_text)
     model.model["p"]["p"].policy.extend(
         [rule.subject, rule.pattern.text, rule.action, "allow" if rule.allow else "deny"]
         for rule in policy.rules)
+    # mask and filter lines as written: Casbin's effector counts an effect other than allow or
+    # deny as indeterminate, so they must change no decision (the agreement tests check it)
+    model.model["p"]["p"].policy.extend(
+        [rule.subject, rule.pattern.text, rule.action, rule.effect]
+        for rule in policy.restrictions)
     model.model["g"]["g"].policy.extend([grant.member, grant.role] for grant in policy.grants)
     enforcer = casbin.Enforcer(model)
     enforcer.add_function("resourceMatch", resource_match)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from proxy.governance import Action
+from proxy.policy.effects import Restriction, is_restriction, parse_restriction, unquote_field
 from proxy.policy.patterns import (
     WILDCARD,
     PatternError,
@@ -96,17 +97,23 @@ class Grant:
 
 @dataclass(frozen=True)
 class ParsedPolicy:
-    """The rules and grants of a policy file, and the problems found while reading it."""
+    """The rules, grants and restrictions of a policy file, and the problems found reading it.
+
+    ``rules`` are the allow/deny lines (what Casbin decides with); ``restrictions`` the mask and
+    row-filter lines, which narrow an allowed SELECT and never allow or deny anything.
+    """
 
     rules: tuple[Rule, ...]
     grants: tuple[Grant, ...]
     problems: tuple[Problem, ...]
+    restrictions: tuple[Restriction, ...] = ()
 
 
 def parse_policy(text: str, source: str) -> ParsedPolicy:
     """Parse policy text. Never raises: problems are returned with the rules that did parse."""
     rules: list[Rule] = []
     grants: list[Grant] = []
+    restrictions: list[Restriction] = []
     problems: list[Problem] = []
     # lines end at "\n" only: str.splitlines() would also split at U+2028 and other characters
     # a quoted name may contain
@@ -121,10 +128,12 @@ def parse_policy(text: str, source: str) -> ParsedPolicy:
             continue
         if isinstance(parsed, Rule):
             rules.append(parsed)
+        elif isinstance(parsed, Restriction):
+            restrictions.append(parsed)
         else:
             grants.append(parsed)
     problems.extend(_whole_file_problems(text, source, rules))
-    return ParsedPolicy(tuple(rules), tuple(grants), tuple(problems))
+    return ParsedPolicy(tuple(rules), tuple(grants), tuple(problems), tuple(restrictions))
 
 
 def _whole_file_problems(text: str, source: str, rules: list[Rule]) -> list[Problem]:
@@ -138,7 +147,7 @@ def _whole_file_problems(text: str, source: str, rules: list[Rule]) -> list[Prob
     return problems
 
 
-def _parse_line(line: str, number: int) -> Rule | Grant:
+def _parse_line(line: str, number: int) -> Rule | Grant | Restriction:
     fields = split_fields(line)
     kind, values = fields[0], fields[1:]
     if kind == "p":
@@ -165,25 +174,34 @@ def split_fields(line: str) -> list[str]:
     return fields
 
 
-def _parse_rule(values: list[str], number: int) -> Rule:
+def _parse_rule(values: list[str], number: int) -> Rule | Restriction:
     if len(values) != 4:
+        hint = ""
+        if len(values) > 4 and is_restriction(values[3]):
+            hint = (" (an effect containing commas must be double-quoted: "
+                    "\"filter:region IN ('eu', 'us')\")")
         raise ValueError(f"a 'p' line has 4 fields after 'p' (subject, resource, action, "
-                         f"allow|deny), got {len(values)}")
-    subject, resource, action, effect = values
+                         f"effect), got {len(values)}{hint}")
+    # the resource is never field-quoted: its own segment quoting keeps commas inside names
+    subject, action, effect = (unquote_field(values[i]) for i in (0, 2, 3))
+    resource = values[1]
     _check_name("subject", subject)
-    if effect not in EFFECTS:
-        raise ValueError(f"unknown effect {effect!r}: expected 'allow' or 'deny'")
+    if effect not in EFFECTS and not is_restriction(effect):
+        raise ValueError(f"unknown effect {effect!r}: expected 'allow', 'deny', "
+                         "'mask:<action>[:<value>]' or 'filter:<expression>'")
     try:
         pattern, actions = compile_resource(resource), compile_actions(action)
     except PatternError as exc:
         raise ValueError(str(exc)) from None
+    if is_restriction(effect):
+        return parse_restriction(subject, pattern, action, actions, effect, number)
     return Rule(subject, pattern, action, actions, effect == "allow", number)
 
 
 def _parse_grant(values: list[str], number: int) -> Grant:
     if len(values) != 2:
         raise ValueError(f"a 'g' line has 2 fields after 'g' (member, role), got {len(values)}")
-    member, role = values
+    member, role = (unquote_field(value) for value in values)
     _check_name("member", member)
     _check_name("role", role)
     return Grant(member, role, number)
