@@ -32,6 +32,14 @@ from proxy.governance import Action, Principal
 from proxy.policy.decisions import can_see, decide
 from proxy.policy.loader import CompiledPolicy
 from proxy.policy.patterns import PatternError, resource_from_text
+from proxy.policy.read_cases import (
+    ReadCaseError,
+    ReadExpectation,
+    column_expectation,
+    is_column_verdict,
+    read_mismatches,
+    table_expectation,
+)
 from proxy.resources import Resource, ResourceKind
 
 RESOURCE_KEYS: dict[str, ResourceKind | None] = {
@@ -56,13 +64,14 @@ class Case:
     principal: Principal
     action: Action | None
     resource: Resource
-    expect: str  # allow | deny | visible | hidden
+    expect: str  # allow | deny | visible | hidden | reads
+    reads: ReadExpectation | None = None  # column verdicts and row filter (expect "reads")
 
     def describe(self) -> str:
         """The case in one line, e.g. ``#3 writer [writer] INSERT icegov.demo.events``."""
         roles = f" [{', '.join(self.principal.roles)}]" if self.principal.roles else ""
         label = f" ({self.name})" if self.name else ""
-        what = self.action if self.action else f"SEES {self.resource.kind}"
+        what = self.action or ("READS" if self.reads else f"SEES {self.resource.kind}")
         return f"#{self.number}{label} {self.principal.name}{roles} {what} {self.resource}"
 
 
@@ -75,6 +84,8 @@ class Failure:
     why: str | None = None  # the deciding rule, for decisions
 
     def __str__(self) -> str:
+        if self.case.reads is not None:
+            return f"{self.case.describe()}: {self.got}"
         because = f" ({self.why})" if self.why else ""
         return f"{self.case.describe()}: expected {self.case.expect}, got {self.got}{because}"
 
@@ -101,9 +112,30 @@ def _case(number: int, item: Any) -> Case:
     principal = Principal(_text(number, "principal", item["principal"]),
                           tuple(_roles(number, item.get("roles", []))))
     name = None if item.get("name") is None else str(item["name"])
+    if isinstance(item["expect"], dict) or is_column_verdict(item["expect"]):
+        return _read_case(number, item, principal, name)
     expect = _expect(number, item["expect"])
     action = _case_action(number, item, expect)
     return Case(number, name, principal, action, _resource(number, item, expect), expect)
+
+
+def _read_case(number: int, item: dict[Any, Any], principal: Principal,
+               name: str | None) -> Case:
+    """A case expecting column verdicts (``table:`` + mapping, or ``column:`` + verdict)."""
+    key = "table" if isinstance(item["expect"], dict) else "column"
+    if "action" in item:
+        raise CaseError(f"case #{number}: a read case names no action (it is about SELECT)")
+    if key not in item or len([k for k in RESOURCE_KEYS if k in item]) != 1:
+        shape = "a mapping" if key == "table" else "a column verdict"
+        raise CaseError(f"case #{number}: an expect of {shape} needs exactly one resource "
+                        f"key, {key}:")
+    resource = _resource(number, item, "reads")
+    try:
+        reads = table_expectation(item["expect"]) if key == "table" else \
+            column_expectation(resource.column or "", item["expect"])
+    except ReadCaseError as exc:
+        raise CaseError(f"case #{number}: {exc}") from None
+    return Case(number, name, principal, None, resource, "reads", reads)
 
 
 def _case_action(number: int, item: dict[Any, Any], expect: str) -> Action | None:
@@ -154,8 +186,9 @@ def _action(number: int, value: Any) -> Action:
 
 def _expect(number: int, value: Any) -> str:
     if value not in (*DECISIONS, *VISIBILITIES):
-        raise CaseError(f"case #{number}: expect must be 'allow', 'deny', 'visible' or "
-                        f"'hidden', got {value!r}")
+        raise CaseError(f"case #{number}: expect must be 'allow', 'deny', 'visible', "
+                        f"'hidden', a column verdict (readable, denied, mask:<action>) or a "
+                        f"mapping of columns and row-filter, got {value!r}")
     return str(value)
 
 
@@ -166,6 +199,9 @@ def run_cases(policy: CompiledPolicy, cases: list[Case]) -> list[Failure]:
 
 
 def _failure(policy: CompiledPolicy, case: Case) -> Failure | None:
+    if case.reads is not None:
+        found = read_mismatches(policy, case.principal, case.resource, case.reads)
+        return Failure(case, "; ".join(found)) if found else None
     if case.action is None:
         got = "visible" if can_see(policy, case.principal, case.resource) else "hidden"
         return None if got == case.expect else Failure(case, got)

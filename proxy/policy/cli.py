@@ -17,6 +17,7 @@ import click
 from proxy.governance import Action, Principal
 from proxy.policy.cases import CaseError, parse_cases, run_cases
 from proxy.policy.decisions import Explanation, can_see, explain
+from proxy.policy.explain_reads import read_lines
 from proxy.policy.lint import check
 from proxy.policy.loader import CompiledPolicy, PolicyFiles, compile_files, read_files
 from proxy.policy.model import reference_allows, reference_enforcer
@@ -73,16 +74,28 @@ def check_command(model_path: Path, policy_path: Path, strict: bool) -> None:
 @click.option("--kind", type=click.Choice([k.value for k in ResourceKind]), default=None,
               help="What the resource is (default: 1 segment a catalog, 2 a namespace, "
                    "more a table).")
+@click.option("--columns", "column_lists", multiple=True, metavar="A,B,C",
+              help="With SELECT on a table: show each of these columns' verdict.")
 def explain_command(model_path: Path, policy_path: Path, principal: str, roles: tuple[str, ...],
-                    action: str, resource_text: str, kind: str | None) -> None:
+                    action: str, resource_text: str, kind: str | None,
+                    column_lists: tuple[str, ...]) -> None:
     """Print the decision for one request, the rule that decided it, every rule that matched,
-    and whether the principal sees the resource at all."""
+    and whether the principal sees the resource at all. For SELECT on a table, also its row
+    filter and column rules (each column's verdict with --columns); on a column, its verdict."""
     resource = _resource(resource_text, kind)
+    columns = [name.strip() for names in column_lists for name in names.split(",")
+               if name.strip()]
+    if columns and (action != Action.SELECT or resource.kind != ResourceKind.TABLE):
+        raise click.BadParameter("--columns goes with --action SELECT on a table",
+                                 param_hint="--columns")
     compiled = _load(model_path, policy_path)
     who = Principal(principal, roles)
     explanation = explain(compiled, who, Action(action), resource)
     for line in _explanation_lines(explanation, policy_path):
         click.echo(line)
+    if action == Action.SELECT:
+        for line in read_lines(compiled, who, resource, columns, str(policy_path)):
+            click.echo(line)
     sees = "yes" if can_see(compiled, who, resource) else "no, hidden (404)"
     click.echo(f"  visible:    {sees}, as a {resource.kind}")
     enforcer = reference_enforcer(compiled.files.model_text, compiled.parsed)

@@ -99,7 +99,8 @@ def table_verdicts(policy: CompiledPolicy, principal: Principal, table: Resource
         subjects = subjects_of(policy, principal)
     rule = policy.index.decide(subjects, Action.SELECT, table.parts)
     if rule is None or not rule.allow:
-        refused = ColumnVerdict(ColumnState.DENIED, rules=() if rule is None else (rule,))
+        refused = ColumnVerdict(ColumnState.DENIED, rules=() if rule is None else (rule,),
+                                table_refused=True)
         return dict.fromkeys(columns, refused)
     rules = table_rules(policy, principal, table, subjects)
     return {column: rules.verdict(column) for column in columns}

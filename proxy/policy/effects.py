@@ -110,6 +110,15 @@ def parse_restriction(subject: str, pattern: ResourcePattern, action: str,
                        row_filter=expression)
 
 
+def mask_from_effect(effect: str) -> Mask:
+    """The mask a ``mask:<action>[:<value>]`` text stands for (no rule); ``ValueError`` if it
+    is not one."""
+    if not effect.startswith(MASK_PREFIX):
+        raise ValueError(f"expected mask:<action>[:<value>], got {effect!r}")
+    action_text, value = _mask_parts(effect[len(MASK_PREFIX):])
+    return Mask(MaskAction(action_text), value)
+
+
 def _check_reaches(pattern: ResourcePattern, fewest: int, message: str) -> None:
     if not pattern.open and len(pattern.segments) < fewest:
         raise ValueError(f"{message} (or a wildcard pattern reaching one); {pattern.text} has "

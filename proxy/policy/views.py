@@ -53,6 +53,7 @@ class ColumnVerdict:
     mask: Mask | None = None
     rules: tuple[ColumnRule, ...] = ()
     conflict: bool = False  # denied because two different masks apply
+    table_refused: bool = False  # denied because SELECT on the table is not allowed
 
     @property
     def text(self) -> str:
@@ -67,6 +68,8 @@ class ColumnVerdict:
         """Why, in a few words."""
         if self.conflict:
             return "denied: different masks apply (fail closed)"
+        if self.table_refused:
+            return "denied: SELECT on the table is not allowed"
         if self.state == ColumnState.DENIED:
             return "denied"
         if self.mask is not None:
