@@ -7,7 +7,9 @@ what loadTable says, so the answer carries the restriction:
   masked ones whose action the spec does not allow on their type) leave *every* schema, field
   ids of the rest unchanged. Hidden names are resolved to field ids in every schema (the
   current one first), so a column renamed or dropped since keeps its id hidden in old schemas
-  (time travel reads old schemas). ``identifier-field-ids`` lose the removed ids.
+  (time travel reads old schemas), and a stale rule naming a column by its old name hides it
+  under its new name too (fail closed; ``removed_columns`` lists current names only).
+  ``identifier-field-ids`` lose the removed ids.
 * **Sort orders** are cut before their first field on a removed column: a prefix of a true
   order is still true, a gap is not (``a, hidden, c`` does not mean sorted by ``a, c``). An
   order cut to nothing is dropped (Java refuses an empty order with an id other than 0); if it
