@@ -202,6 +202,12 @@ def test_a_renamed_column_stays_hidden_in_the_schemas_that_knew_it_by_its_old_na
     assert all(s.find_field(1) for s in table.schemas)
 
 
+def test_a_rule_naming_a_column_by_its_old_name_still_hides_it(tmp_path: Path) -> None:
+    projected = project_load_result(load_result(evolved_table(tmp_path)),
+                                    view(denied=("ssn",)), applies_masks=False)
+    assert [field_ids(s) for s in projected["metadata"]["schemas"]] == [[1, 3], [1, 3], [1]]
+
+
 def test_a_dropped_column_named_by_policy_is_hidden_in_the_old_schemas(tmp_path: Path) -> None:
     projected = project_load_result(load_result(evolved_table(tmp_path)),
                                     view(denied=("note",)), applies_masks=False)
