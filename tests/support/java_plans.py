@@ -185,6 +185,13 @@ def _java_error(stderr: str) -> JavaParseError:
     raise HarnessError(f"the Java plan harness failed:\n{stderr[-4000:]}")
 
 
+def metadata_json(metadata: Any) -> dict[str, Any]:
+    """A pyiceberg ``TableMetadata`` (e.g. ``table.metadata``) as the JSON dict the harness
+    takes: exactly what pyiceberg writes to a metadata file."""
+    as_json: dict[str, Any] = json.loads(metadata.model_dump_json())
+    return as_json
+
+
 def java_parse(kind: str, response: Mapping[str, Any], metadata: Mapping[str, Any], *,
                case_sensitive: bool = True) -> dict[str, Any]:
     """Parse ``response`` as Iceberg's Java REST client would for a table with ``metadata``;
