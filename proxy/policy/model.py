@@ -113,6 +113,14 @@ def reference_allows(enforcer: Any, principal: Principal, action: str,
     return "allow" in verdicts and "deny" not in verdicts
 
 
+def reference_denies(enforcer: Any, principal: Principal, action: str,
+                     resource: Resource) -> bool:
+    """True if a deny of Casbin's matches for some subject of the principal: for a column and
+    SELECT, whether the column is denied (its table's SELECT is decided apart)."""
+    subjects = (principal.name, *principal.roles)
+    return any(_verdict(enforcer, s, str(resource), action) == "deny" for s in subjects)
+
+
 def _verdict(enforcer: Any, subject: str, resource: str, action: str) -> str | None:
     """``allow``/``deny`` if a rule for ``subject`` matched, else None (no rule)."""
     allowed, explain = enforcer.enforce_ex(subject, resource, action)

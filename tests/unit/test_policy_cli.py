@@ -224,3 +224,173 @@ def test_missing_files_are_usage_errors(tmp_path: Path) -> None:
     result = run("check", "--policy", str(tmp_path / "nope.csv"))
     assert result.exit_code == 2
     assert "does not exist" in result.output
+
+
+# --- columns and rows ---------------------------------------------------------------------------
+
+READS = """\
+p, analysts, icegov.sales.customers.ssn, SELECT, deny
+p, analysts, icegov.sales.customers.email, SELECT, mask:show-last-4
+p, eu, icegov.sales.customers.email, SELECT, mask:sha-256
+p, eu, icegov.sales.*, READ, "filter:region IN ('eu', 'ch')"
+g, eu, analysts
+"""
+
+
+@pytest.fixture
+def read_files(tmp_path: Path, files: list[str]) -> list[str]:
+    (tmp_path / "policy.csv").write_text(POLICY + READS)
+    return files
+
+
+def test_explain_shows_each_column_and_the_row_filter(read_files: list[str]) -> None:
+    result = run("explain", *read_files, "--principal", "ann", "--role", "eu", "--action",
+                 "SELECT", "--resource", "icegov.sales.customers", "--columns", "id,ssn",
+                 "--columns", "email")
+    assert result.exit_code == 0, result.output
+    policy = read_files[3]
+    assert ("  row filter: region IN ('eu', 'ch')\n"
+            f"              {policy}:8: p, eu, icegov.sales.*, READ, "
+            "\"filter:region IN ('eu', 'ch')\"\n"
+            "  columns:\n"
+            "    id     readable\n"
+            "    ssn    denied\n"
+            f"             {policy}:5: p, analysts, icegov.sales.customers.ssn, SELECT, deny\n"
+            "    email  denied: different masks apply (fail closed)\n"
+            f"             {policy}:6: p, analysts, icegov.sales.customers.email, SELECT, "
+            "mask:show-last-4\n"
+            f"             {policy}:7: p, eu, icegov.sales.customers.email, SELECT, "
+            "mask:sha-256\n") in result.output
+
+
+def test_explain_lists_column_rules_without_columns(read_files: list[str]) -> None:
+    result = run("explain", *read_files, "--principal", "ann", "--action", "SELECT",
+                 "--resource", "icegov.sales.customers")
+    assert result.exit_code == 0, result.output
+    assert "  row filter: none\n  column rules (--columns a,b,c" in result.output
+    assert "icegov.sales.customers.email, SELECT, mask:show-last-4" in result.output
+    orders = run("explain", *read_files, "--principal", "ann", "--action", "SELECT",
+                 "--resource", "icegov.sales.orders")
+    assert "no column rule applies: every column is readable" in orders.output
+
+
+def test_explain_gives_a_columns_verdict(read_files: list[str]) -> None:
+    result = run("explain", *read_files, "--principal", "ann", "--action", "SELECT",
+                 "--resource", "icegov.sales.customers.email", "--kind", "column")
+    assert result.exit_code == 0, result.output
+    assert "  column:     masked (mask:show-last-4)\n" in result.output
+    refused = run("explain", *read_files, "--principal", "zoe", "--action", "SELECT",
+                  "--resource", "icegov.sales.customers.email", "--kind", "column")
+    assert "  column:     denied: SELECT on the table is not allowed\n" in refused.output
+
+
+def test_explain_takes_columns_only_for_select_on_a_table(read_files: list[str]) -> None:
+    result = run("explain", *read_files, "--principal", "ann", "--action", "INSERT",
+                 "--resource", "icegov.sales.customers", "--columns", "id")
+    assert result.exit_code == 2
+    assert "--columns goes with --action SELECT on a table" in result.output
+
+
+def test_check_reports_restriction_errors(tmp_path: Path, files: list[str]) -> None:
+    (tmp_path / "policy.csv").write_text(POLICY + "p, ann, icegov.x.t.c, SELECT, mask:blur\n"
+                                         "p, ann, icegov.x.t, INSERT, filter:a = 1\n"
+                                         "p, ann, icegov.x.t, SELECT, filter:a = = 1\n")
+    result = run("check", *files)
+    assert result.exit_code == 1
+    policy = tmp_path / "policy.csv"
+    assert f"{policy}:5: error: unknown mask action 'blur'" in result.output
+    assert f"{policy}:6: error: a row filter restricts reads" in result.output
+    assert f"{policy}:7: error: cannot parse the row filter 'a = = 1'" in result.output
+    assert "3 error(s)" in result.output
+
+
+@pytest.mark.parametrize(("extra", "warning"), [
+    ("p, analysts, icegov.sales.*.ssn, SELECT, mask:sha-256\n"
+     "p, ann, icegov.sales.customers.ssn, SELECT, mask:show-first-4\n",
+     "6: warning: conflicts with the mask on line 5 (p, analysts, icegov.sales.*.ssn, SELECT, "
+     "mask:sha-256) on the columns both name"),
+    ("p, analysts, icegov.sales.customers.ssn, SELECT, mask:sha-256\n",
+     "5: warning: never takes effect: the deny on line 3 (p, analysts, icegov.sales.payroll, *, "
+     "deny) covers every column it masks"),
+    ("p, analysts, icegov.sales.t, SELECT, filter:true\n",
+     "5: warning: filters nothing: filter:true lets every row through"),
+    ("p, analysts, icegov.sales.t.c, SELECT, mask:sha-256\n"
+     "p, analysts, icegov.sales.t.c, SELECT, filter:a = 1\n",
+     "6: warning: line 5 masks the same resource as a column"),
+    ("p, analysts, icegov.sales.t, SELECT, filter:a = 1\n"
+     "p, analysts, icegov.sales.t, SELECT, filter:a = 1\n", "6: warning: duplicate of line 5"),
+])
+def test_check_warns_about_misfiring_restrictions(tmp_path: Path, files: list[str], extra: str,
+                                                  warning: str) -> None:
+    if "payroll" in warning:
+        extra = extra.replace("customers.ssn", "payroll.ssn")
+    (tmp_path / "policy.csv").write_text(POLICY + extra)
+    result = run("check", *files)
+    assert result.exit_code == 0, result.output
+    assert f"{tmp_path / 'policy.csv'}:{warning}" in result.output
+
+
+def test_a_column_deny_under_an_allowed_table_is_not_idle(tmp_path: Path,
+                                                          files: list[str]) -> None:
+    (tmp_path / "policy.csv").write_text("p, r, icegov.s.t, SELECT, allow\n"
+                                         "p, r, icegov.s.t.ssn, SELECT, deny\n")
+    result = run("check", *files, "--strict")
+    assert result.exit_code == 0, result.output
+
+
+def test_test_checks_column_verdicts_and_row_filters(tmp_path: Path,
+                                                     read_files: list[str]) -> None:
+    cases = tmp_path / "cases.yaml"
+    cases.write_text("""\
+- principal: ann
+  table: icegov.sales.customers
+  expect: {columns: {id: readable, ssn: denied, email: "mask:show-last-4"}, row-filter: none}
+- principal: ann
+  roles: [eu]
+  table: icegov.sales.orders
+  expect: {row-filter: "region in ('ch', 'eu')"}
+- {principal: ann, column: icegov.sales.customers.ssn, expect: denied}
+- name: wrong on purpose
+  principal: ann
+  roles: [eu]
+  table: icegov.sales.customers
+  expect: {columns: {email: "mask:show-last-4", ssn: readable}, row-filter: none}
+- {principal: zoe, column: icegov.sales.customers.id, expect: readable}
+""")
+    result = run("test", *read_files, str(cases))
+    assert result.exit_code == 1
+    assert (f"FAIL {cases} #4 (wrong on purpose) ann [eu] READS icegov.sales.customers: "
+            "column email: expected mask:show-last-4, got denied: different masks apply (fail "
+            "closed) by line 6, line 7; column ssn: expected readable, got denied by line 5; "
+            "row filter: expected none, got region IN ('eu', 'ch')\n") in result.output
+    assert (f"FAIL {cases} #5 zoe READS icegov.sales.customers.id: column id: expected "
+            "readable, got denied: SELECT on the table is not allowed\n") in result.output
+    assert "5 case(s): 3 passed, 2 failed" in result.output
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("- {principal: a, table: icegov.x.t, expect: {colour: red}}\n",
+     "a read expectation is a mapping with 'columns' and/or 'row-filter'"),
+    ("- {principal: a, table: icegov.x.t, expect: {columns: [a]}}\n", "'columns' maps"),
+    ("- {principal: a, table: icegov.x.t, expect: {columns: {a: maybe}}}\n",
+     "column a: expected readable, denied or mask:<action>, got 'maybe'"),
+    ("- {principal: a, table: icegov.x.t, expect: {columns: {a: 'mask:blur'}}}\n",
+     "column a: unknown mask action 'blur'"),
+    ("- {principal: a, table: icegov.x.t, expect: {row-filter: 'a = '}}\n",
+     "cannot parse the row filter"),
+    ("- {principal: a, table: icegov.x.t, expect: {row-filter: 3}}\n",
+     "'row-filter' is an expression or 'none'"),
+    ("- {principal: a, action: SELECT, table: icegov.x.t, expect: {row-filter: none}}\n",
+     "a read case names no action"),
+    ("- {principal: a, table: icegov.x.t, expect: denied}\n",
+     "an expect of a column verdict needs exactly one resource key, column:"),
+    ("- {principal: a, column: icegov.x.t.c, expect: {row-filter: none}}\n",
+     "an expect of a mapping needs exactly one resource key, table:"),
+])
+def test_test_rejects_malformed_read_cases(tmp_path: Path, files: list[str], text: str,
+                                          message: str) -> None:
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(text)
+    result = run("test", *files, str(cases))
+    assert result.exit_code == 2
+    assert message in result.output
