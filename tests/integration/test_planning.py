@@ -246,9 +246,12 @@ def test_cancel_after_a_completed_plan_is_204(catalogs: Catalogs, tables: Tables
     assert cancelled.content == b""
 
 
-def test_an_unknown_plan_id_is_404(catalogs: Catalogs, tables: Tables) -> None:
-    url = catalogs.raw.url(tables.events.identifier, "/plan/not-a-plan-id")
-    assert_error_model(catalogs.raw.http.get(url), 404, "NoSuchPlanIdException")
+def test_an_unknown_plan_id_is_a_clean_4xx(catalogs: Catalogs, tables: Tables) -> None:
+    for method in ("GET", "DELETE"):
+        url = catalogs.raw.url(tables.events.identifier, "/plan/not-a-plan-id")
+        response = catalogs.raw.http.request(method, url)
+        assert response.status_code in {400, 404}, (method, response.status_code, response.text)
+        assert_error_model(response, response.status_code)
 
 
 def _invalid_bodies(events: BuiltTable) -> dict[str, tuple[Any, set[int]]]:

@@ -392,12 +392,24 @@ class RawPlanner:
         assert response.status_code == 200, (response.status_code, response.text)
         first = response.json()
         assert first.get("status") == "completed", first
+        assert isinstance(first.get("plan-id"), str) and first["plan-id"], first
         assert isinstance(_PLANNING_RESPONSE_ADAPTER.validate_json(response.text), PlanCompleted)
+        check_references(first)
         answers, pending = [first], list(first.get("plan-tasks", []))
         while pending:
             fetched = self.fetch_tasks(identifier, pending.pop(0))
             assert fetched.status_code == 200, (fetched.status_code, fetched.text)
             ScanTasks.model_validate_json(fetched.text)
-            answers.append(fetched.json())
+            answers.append(check_references(fetched.json()))
             pending.extend(answers[-1].get("plan-tasks", []))
         return RawPlan(answers)
+
+
+def check_references(answer: dict[str, Any]) -> dict[str, Any]:
+    """Delete files come only with tasks, and each is referenced by index from one of them."""
+    deletes = answer.get("delete-files", [])
+    referenced = {i for task in answer.get("file-scan-tasks", [])
+                  for i in task.get("delete-file-references") or []}
+    assert referenced <= set(range(len(deletes))), answer
+    assert referenced == set(range(len(deletes))), f"unreferenced delete files: {answer}"
+    return answer
