@@ -70,6 +70,21 @@ class Bucket(Generic[R]):
             yield from self.wild.get(key, ())
 
 
+    def wild_above(self, parts: Key) -> Iterator[R]:
+        """Wildcard rules whose literal prefix is ``parts`` or starts it."""
+        for size in range(len(parts) + 1):
+            yield from self.wild.get(parts[:size], ())
+
+    def exact_children(self, parts: Key) -> Iterator[tuple[str, list[R]]]:
+        """(name, rules) of the exact patterns naming ``parts`` + one more segment ``name``."""
+        for position in range(bisect.bisect_right(self.keys, parts), len(self.keys)):
+            key = self.keys[position]
+            if key[:len(parts)] != parts:
+                break
+            if len(key) == len(parts) + 1 and key in self.exact:
+                yield key[-1], self.exact[key]
+
+
 def literal(pattern: ResourcePattern) -> Key:
     """The one resource an exact pattern names."""
     return tuple(segment for segment in pattern.segments if segment is not None)

@@ -35,6 +35,9 @@ from proxy.restrictions import Mask, ReadView, RowFilter, unrestricted
 
 ColumnRule = Rule | Restriction
 """A rule that can restrict a column: a deny covering SELECT, or a mask."""
+Lines = tuple[tuple[int, str], ...]
+"""(line number, canonical text) of some rules, for ``ReadView.rules``."""
+_MAX_COMBINATIONS = 4096
 
 
 class ColumnState(StrEnum):
@@ -54,6 +57,7 @@ class ColumnVerdict:
     rules: tuple[ColumnRule, ...] = ()
     conflict: bool = False  # denied because two different masks apply
     table_refused: bool = False  # denied because SELECT on the table is not allowed
+    lines: Lines = ()  # (line, text) of ``rules``, computed once
 
     @property
     def text(self) -> str:
@@ -85,14 +89,20 @@ def verdict_of(rules: Iterable[ColumnRule]) -> ColumnVerdict:
     ordered = sorted(rules, key=lambda rule: rule.line)
     denies = tuple(rule for rule in ordered if isinstance(rule, Rule))
     if denies:
-        return ColumnVerdict(ColumnState.DENIED, rules=_once(denies))
-    masks = [rule for rule in ordered if isinstance(rule, Restriction) and rule.mask is not None]
+        once = _once(denies)
+        return ColumnVerdict(ColumnState.DENIED, rules=once, lines=_lines(once))
+    masks = tuple(rule for rule in ordered
+                  if isinstance(rule, Restriction) and rule.mask is not None)
     if not masks:
         return READABLE
     kinds = {(rule.mask.action, rule.mask.value) for rule in masks if rule.mask is not None}
     if len(kinds) > 1:
-        return ColumnVerdict(ColumnState.DENIED, rules=tuple(masks), conflict=True)
-    return ColumnVerdict(ColumnState.MASKED, masks[0].mask, tuple(masks))
+        return ColumnVerdict(ColumnState.DENIED, rules=masks, conflict=True, lines=_lines(masks))
+    return ColumnVerdict(ColumnState.MASKED, masks[0].mask, masks, lines=_lines(masks))
+
+
+def _lines(rules: Iterable[ColumnRule]) -> Lines:
+    return tuple((rule.line, rule.text) for rule in rules)
 
 
 def _once(rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
@@ -115,6 +125,7 @@ class TableRules:
     named: Mapping[str, ColumnVerdict] = field(default_factory=lambda: _NO_VERDICTS)
     row_filter: RowFilter | None = None
     filter_rules: tuple[Restriction, ...] = ()  # every filter rule behind ``row_filter``
+    row_filter_lines: Lines = ()  # (line, text) of ``filter_rules``
     rules: tuple[ColumnRule, ...] = ()  # every rule gathered, file order
 
     def verdict(self, column: str) -> ColumnVerdict:
@@ -127,7 +138,7 @@ class TableRules:
             if self.row_filter is None:
                 return unrestricted(self.table)
             return ReadView(self.table, row_filter=self.row_filter,
-                            rules=tuple(rule.text for rule in self.filter_rules))
+                            rules=tuple(text for _, text in self.row_filter_lines))
         denied: list[str] = []
         masks: dict[str, Mask] = {}
         lines: dict[int, str] = {}
@@ -139,9 +150,9 @@ class TableRules:
                 masks[column] = verdict.mask
             else:
                 denied.append(column)
-            for rule in verdict.rules:
-                lines.setdefault(rule.line, rule.text)
-        lines.update((rule.line, rule.text) for rule in self.filter_rules)
+            lines.update(verdict.lines)
+        if self.row_filter is not None:
+            lines.update(self.row_filter_lines)
         return ReadView(self.table, frozenset(denied), MappingProxyType(masks), self.row_filter,
                         tuple(text for _, text in sorted(lines.items())))
 
@@ -159,6 +170,31 @@ class ReadIndex:
             rule for rule in restrictions
             if rule.row_filter is not None and not rule.filters_nothing)
         self.subjects = frozenset(self._columns) | frozenset(self._filters)
+        self._combined: dict[tuple[int, ...], tuple[RowFilter | None, Lines]] = {}
+        self._verdicts: dict[tuple[int, ...], ColumnVerdict] = {}
+
+    def _verdict(self, rules: list[ColumnRule]) -> ColumnVerdict:
+        """``verdict_of``, remembered by the rules' lines (a deny and its copy covering what
+        lies beneath share a line and a verdict)."""
+        key = tuple(sorted(rule.line for rule in rules))
+        found = self._verdicts.get(key)
+        if found is None:
+            if len(self._verdicts) >= _MAX_COMBINATIONS:
+                self._verdicts.clear()
+            found = self._verdicts[key] = verdict_of(rules)
+        return found
+
+    def _row_filter(self, rules: list[Restriction]) -> tuple[RowFilter | None, Lines]:
+        """``combined_filter`` of ``rules`` and their lines, remembered by the lines (the
+        expressions are immutable; a few principals' combinations recur)."""
+        key = tuple(rule.line for rule in rules)
+        found = self._combined.get(key)
+        if found is None:
+            if len(self._combined) >= _MAX_COMBINATIONS:
+                self._combined.clear()
+            found = combined_filter(rules), _lines(rules)
+            self._combined[key] = found
+        return found
 
     def table_rules(self, subjects: Iterable[str], table: Resource) -> TableRules:
         """Gather what restricts ``table`` for ``subjects`` (all of a principal's subjects)."""
@@ -174,21 +210,22 @@ class ReadIndex:
         if not (every or by_column or filters):
             return TableRules(table)
         filters.sort(key=lambda rule: rule.line)
-        named = {column: verdict_of(every + rules) for column, rules in by_column.items()}
+        named = {column: self._verdict(every + rules) for column, rules in by_column.items()}
         gathered = sorted([*every, *(r for rules in by_column.values() for r in rules), *filters],
                           key=lambda rule: rule.line)
-        return TableRules(table, verdict_of(every), MappingProxyType(named),
-                          combined_filter(filters), tuple(filters), tuple(gathered))
+        row_filter, filter_lines = self._row_filter(filters)
+        return TableRules(table, self._verdict(every), MappingProxyType(named), row_filter,
+                          tuple(filters), filter_lines, tuple(gathered))
 
 
 def _gather_columns(bucket: Bucket[ColumnRule], parts: Key, every: list[ColumnRule],
                     by_column: dict[str, list[ColumnRule]]) -> None:
-    """Split the rules that reach ``parts`` into those matching every column of it and those
-    naming one column literally (``FRESH`` is a name no pattern names: matching it means
-    matching any name)."""
+    """Split the rules that can match a column of ``parts`` into those matching every column
+    and those naming one column. An exact pattern names a column when it is ``parts`` plus one
+    segment; a wildcard pattern matching ``FRESH`` (a name no pattern names) matches any name."""
     size = len(parts)
     probe = (*parts, FRESH)
-    for rule in bucket.reaching(parts):
+    for rule in bucket.wild_above(parts):
         pattern = rule.pattern
         if pattern.matches(probe):
             every.append(rule)
@@ -196,6 +233,8 @@ def _gather_columns(bucket: Bucket[ColumnRule], parts: Key, every: list[ColumnRu
             name = pattern.segments[size]
             if name is not None and pattern.matches((*parts, name)):
                 by_column[name].append(rule)
+    for name, rules in bucket.exact_children(parts):
+        by_column[name] += rules
 
 
 def combined_filter(rules: list[Restriction]) -> RowFilter | None:
