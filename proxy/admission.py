@@ -55,3 +55,5 @@ class Admission:
     catalog: str
     decisions: tuple[Decision, ...] = ()
     changes: tuple[ClassifiedChange, ...] = ()
+    evidence: list[dict[str, Any]] = field(default_factory=list, compare=False)
+    """The audit record's evidence list: a handler appends what it learned (e.g. a read view)."""

@@ -9,7 +9,8 @@
 5. the coarse decision: the needed actions, or for a commit any right to change the table (403
    before a single file is read);
 6. evidence, for commits only: the table's current state and its manifests, read within limits;
-7. the final decision on the classified actions (403).
+7. the final decision on the classified actions (403), and for a principal whose read view
+   hides columns or filters rows, whether the change would drop what it may not see (403).
 
 The audit record says what really happened at each step; the ``Admission`` goes to the handler.
 ``admit`` runs every step; ``admit_coarse`` (1-5) and ``complete`` (6-7) let the pipeline replay
@@ -31,6 +32,8 @@ from proxy.governance import Action, Authorizer, Decision, Principal
 from proxy.identity import Authenticator
 from proxy.inbound import InboundRequest
 from proxy.intent import PUBLIC_ENDPOINTS, Intent, Names, Need, intent_of
+from proxy.read_views import ReadViews, describe
+from proxy.reads.writes import changes_schema, write_refusal
 from proxy.resources import Resource
 from proxy.routes import SELF_SERVED
 
@@ -79,13 +82,14 @@ class Gate:
 
     def __init__(self, authenticator: Authenticator, authorizer: Authorizer,
                  offers: BackingOffers, catalogs: CatalogNames, changes: ChangeClassifier,
-                 max_table_changes: int) -> None:
+                 max_table_changes: int, views: ReadViews | None = None) -> None:
         self._authenticator = authenticator
         self._authorizer = authorizer
         self._offers = offers
         self._catalogs = catalogs
         self._changes = changes
         self._max_table_changes = max_table_changes
+        self._views = views
 
     async def admit(self, inbound: InboundRequest, record: AuditRecord) -> Admission:
         """Let the request through or raise 400/401/403/404; fills ``record`` as it goes."""
@@ -114,7 +118,8 @@ class Gate:
         decisions = self._decide(principal, intent.needs, record)
         self._check(principal, intent.hide, decisions, record)
         record.decision = "allow"
-        return Coarse(inbound, Admission(principal, intent, catalog, decisions))
+        return Coarse(inbound, Admission(principal, intent, catalog, decisions,
+                                         evidence=record.evidence))
 
     async def complete(self, coarse: Coarse, record: AuditRecord) -> Admission:
         """Steps 6-7 for a commit (evidence, then the final decision: 403); any other request
@@ -132,12 +137,31 @@ class Gate:
         decisions = self._decide(admission.principal, needs, record)
         try:
             self._check(admission.principal, (), decisions, record)
+            self._refuse_hidden_writes(admission.principal, classified, record)
         except Forbidden:
             discard_built(classified)  # files icegov wrote for a data operation it refuses
             raise
         record.decision = "allow"
         return Admission(admission.principal, admission.intent, admission.catalog, decisions,
                          tuple(classified))
+
+    def _refuse_hidden_writes(self, principal: Principal, classified: list[ClassifiedChange],
+                              record: AuditRecord) -> None:
+        """403 for a change that would drop what the principal may not see: a rewrite of data
+        files or a schema change by a column-restricted principal, an INSERT leaving a hidden
+        required column empty, a removal of rows by a row-filtered one (``proxy.reads.writes``)."""
+        for change in classified:
+            if change.base is None or self._views is None:
+                continue
+            view = self._views.view(principal, change.resource, change.base.metadata)
+            if not view.restricted:
+                continue
+            change.report["read_view"] = describe(view)
+            refusal = write_refusal(view, change.intent.actions, change.base.metadata.schema(),
+                                    changes_schema=changes_schema(change.body.get("updates")))
+            if refusal is not None:
+                record.decision = "deny"
+                raise Forbidden(refusal)
 
     def _admit_commit_coarse(self, principal: Principal, intent: Intent,
                              record: AuditRecord) -> None:

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from proxy.resources import Resource
+
+if TYPE_CHECKING:
+    from proxy.restrictions import ReadView
 
 
 class Action(StrEnum):
@@ -88,3 +91,8 @@ class Authorizer(Protocol):
     def can_see(self, principal: Principal, resource: Resource) -> bool:
         """True if the principal holds any right on ``resource`` or, for a catalog or namespace,
         on anything beneath it (for a table only rights on the table itself count)."""
+
+    def read_view(self, principal: Principal, table: Resource,
+                  columns: tuple[str, ...]) -> ReadView:
+        """What the principal may read of ``table``'s ``columns`` (its top-level fields): the
+        denied and masked columns and the row filter (SELECT on the table is decided apart)."""

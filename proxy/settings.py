@@ -18,6 +18,7 @@ from proxy.commits.limits import CommitLimits
 from proxy.commits.retry import CommitRetry
 from proxy.idempotency.settings import IdempotencySettings
 from proxy.identity.settings import IdentitySettings
+from proxy.planning.settings import PlanningSettings
 from proxy.policy.settings import PolicySettings
 from proxy.resources import is_plain_name
 
@@ -85,6 +86,7 @@ class Settings(BaseSettings):
     policy: PolicySettings = Field(default_factory=PolicySettings)
     audit: AuditSettings = Field(default_factory=AuditSettings)
     idempotency: IdempotencySettings = Field(default_factory=IdempotencySettings)
+    planning: PlanningSettings = Field(default_factory=PlanningSettings)
 
     @model_validator(mode="after")
     def _catalog_names_are_names(self) -> Settings:

@@ -1,0 +1,39 @@
+"""Settings of server-side scan planning (``ICEGOV__PLANNING__<FIELD>``)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+
+class PlanningSettings(BaseModel):
+    """How icegov plans scans: sizes, caches, and the key that signs plan tasks.
+
+    Plan ids and plan tasks are self-contained signed tokens: any replica holding the same
+    ``task_key`` serves them. Without a key, each process draws a random one at start-up (fine
+    for one process; replicas must share a key).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    task_key: SecretStr | None = Field(
+        default=None, description="HMAC key for plan ids and plan tasks (shared by replicas).")
+    task_ttl_seconds: int = Field(
+        default=3600, gt=0, le=7 * 24 * 3600, description="How long a plan id or task is valid.")
+    inline_max_files: int = Field(
+        default=20_000, gt=0,
+        description="A plan whose data manifests list more files is answered with plan tasks.")
+    shard_files: int = Field(
+        default=20_000, gt=0, description="About how many files one plan task covers.")
+    submit_above_files: int = Field(
+        default=1_000_000, gt=0,
+        description="A plan listing more files is answered 'submitted' to clients that poll.")
+    poll_wait_seconds: float = Field(
+        default=5.0, gt=0, description="How long a poll waits for a submitted plan to finish.")
+    manifest_cache_entries: int = Field(
+        default=2_000_000, ge=0, description="Manifest entries kept decoded in memory.")
+    plan_cache_plans: int = Field(default=256, ge=0, description="Plans kept for reuse.")
+    threads: int = Field(default=4, gt=0, le=64, description="Manifests read in parallel.")
+    mask_capable_clients: tuple[str, ...] = Field(
+        default=(),
+        description="X-Client-Version prefixes of clients that apply read-restrictions masks; "
+                    "masked columns are removed for every other client (fail closed).")
