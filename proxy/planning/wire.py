@@ -1,9 +1,10 @@
 """Plan answers on the wire: ``PlanTableScanResult``, ``FetchPlanningResult`` and
 ``FetchScanTasksResult`` bodies in the forms Java 1.11 and pyiceberg 0.12 parse.
 
-Content files are written by ``proxy.commits.operations.wire.content_file_to_json`` (lowercase
-content and format, partition as an array, bounds as uppercase hex of Iceberg's single-value
-binary form); this module trims what a principal may see and adds what a plan needs besides:
+Content files are written in the form of ``proxy.commits.operations.wire.content_file_to_json``
+(lowercase content and format, partition as an array of JSON single values, bounds as uppercase
+hex of Iceberg's single-value binary form) by a writer built for large plans, which also trims
+what a principal may see and adds what a plan needs besides:
 
 * **Statistics.** Column statistics (``column-sizes``, ``value-counts``, ``null-value-counts``,
   ``nan-value-counts``, ``lower-bounds``, ``upper-bounds``) are kept only for the field ids the
@@ -25,9 +26,10 @@ binary form); this module trims what a principal may see and adds what a plan ne
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from pyiceberg.conversions import to_json
 from pyiceberg.expressions import (
     AlwaysTrue,
     And,
@@ -37,14 +39,25 @@ from pyiceberg.expressions import (
     Or,
     UnboundPredicate,
 )
-from pyiceberg.manifest import DATA_FILE_TYPE, DataFile, DataFileContent
-from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.manifest import DATA_FILE_TYPE, DataFile, DataFileContent, FileFormat
 from pyiceberg.schema import Schema
 from pyiceberg.table import FileScanTask
 from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.types import (
+    BinaryType,
+    BooleanType,
+    DoubleType,
+    FixedType,
+    FloatType,
+    IntegerType,
+    LongType,
+    PrimitiveType,
+    StringType,
+)
+from pyiceberg.utils.lazydict import LazyDict
 
 from proxy.commits.operations.specs import binding_schema
-from proxy.commits.operations.wire import POSITION_PATH_FIELD, content_file_to_json
+from proxy.commits.operations.wire import POSITION_PATH_FIELD
 from proxy.errors import IcebergError
 from proxy.planning.expressions import filter_to_json
 
@@ -58,27 +71,41 @@ _V3_WIRE = (("first_row_id", "first-row-id"), ("referenced_data_file", "referenc
 
 
 class _Writer:
-    """Writes the content files of one response, remembering each spec's binding schema."""
+    """Writes the content files of one response.
+
+    The same wire form as ``content_file_to_json`` (a test holds them equal), built for plans of
+    hundreds of thousands of files: each spec's partition converters are worked out once, and
+    statistics maps are read only for the ids that are kept.
+    """
 
     def __init__(self, metadata: TableMetadata, hidden: frozenset[int],
                  stats: frozenset[int] | None) -> None:
         self.metadata = metadata
         self.specs = metadata.specs()
-        self.hidden = hidden
-        self.stats = stats
-        self._schemas: dict[int, Schema] = {}
+        self.data_ids = tuple(sorted((stats or frozenset()) - hidden))
+        self.delete_ids = tuple(sorted(set(self.data_ids) | POSITION_FIELDS))
+        self._partitions: dict[int, list[Callable[[Any], Any]]] = {}
 
     def content_file(self, data_file: DataFile) -> dict[str, Any]:
-        spec = self.specs.get(data_file.spec_id)
-        if spec is None:
-            raise IcebergError(f"a file of the table names partition spec {data_file.spec_id}, "
-                               "which the table metadata lacks")
-        body = content_file_to_json(data_file, spec, self._schema(spec))
-        keep = self._kept_ids(data_file)
-        for key in STATS_MAPS:
-            trimmed = _trim(body.pop(key, None), keep)
-            if trimmed is not None:
-                body[key] = trimmed
+        content = DataFileContent(data_file.content)
+        body: dict[str, Any] = {
+            "content": _CONTENT_NAMES[content],
+            "file-path": data_file.file_path,
+            "file-format": FileFormat(data_file.file_format).value.lower(),
+            "spec-id": data_file.spec_id,
+            "partition": self._partition(data_file),
+            "file-size-in-bytes": data_file.file_size_in_bytes,
+            "record-count": data_file.record_count,
+        }
+        keep = self.data_ids if content == DataFileContent.DATA else self.delete_ids
+        if keep:
+            _add_stats(body, data_file, keep)
+        if data_file.split_offsets:
+            body["split-offsets"] = list(data_file.split_offsets)
+        if data_file.sort_order_id is not None:
+            body["sort-order-id"] = data_file.sort_order_id
+        if data_file.equality_ids:
+            body["equality-ids"] = list(data_file.equality_ids)
         if data_file.key_metadata:
             body["key-metadata"] = bytes(data_file.key_metadata).hex().upper()
         for name, wire_name in _V3_WIRE:
@@ -87,28 +114,72 @@ class _Writer:
                 body[wire_name] = value
         return body
 
-    def _schema(self, spec: PartitionSpec) -> Schema:
-        schema = self._schemas.get(spec.spec_id)
-        if schema is None:
-            schema = binding_schema(self.metadata, spec) or self.metadata.schema()
-            self._schemas[spec.spec_id] = schema
-        return schema
+    def _partition(self, data_file: DataFile) -> list[Any]:
+        converters = self._partitions.get(data_file.spec_id)
+        if converters is None:
+            converters = self._partitions[data_file.spec_id] = self._converters(
+                data_file.spec_id)
+        partition = data_file.partition
+        return [convert(partition[i]) for i, convert in enumerate(converters)]
 
-    def _kept_ids(self, data_file: DataFile) -> frozenset[int]:
-        asked = (self.stats or frozenset()) - self.hidden
-        if data_file.content == DataFileContent.DATA:
-            return asked
-        return asked | POSITION_FIELDS
+    def _converters(self, spec_id: int) -> list[Callable[[Any], Any]]:
+        spec = self.specs.get(spec_id)
+        if spec is None:
+            raise IcebergError(f"a file of the table names partition spec {spec_id}, "
+                               "which the table metadata lacks")
+        schema = binding_schema(self.metadata, spec) or self.metadata.schema()
+        return [_converter(f.field_type) for f in spec.partition_type(schema).fields]
 
 
-def _trim(stats: Any, keep: frozenset[int]) -> dict[str, list[Any]] | None:
-    """A ``{"keys", "values"}`` map cut down to the ``keep`` ids; None when nothing is left."""
-    if not isinstance(stats, Mapping) or not keep:
-        return None
-    pairs = [(k, v) for k, v in zip(stats["keys"], stats["values"], strict=True) if k in keep]
-    if not pairs:
-        return None
-    return {"keys": [k for k, _ in pairs], "values": [v for _, v in pairs]}
+_CONTENT_NAMES = {DataFileContent.DATA: "data", DataFileContent.POSITION_DELETES:
+                  "position-deletes", DataFileContent.EQUALITY_DELETES: "equality-deletes"}
+_COUNT_MAPS = (("column-sizes", "column_sizes"), ("value-counts", "value_counts"),
+               ("null-value-counts", "null_value_counts"),
+               ("nan-value-counts", "nan_value_counts"))
+_BOUND_MAPS = (("lower-bounds", "lower_bounds"), ("upper-bounds", "upper_bounds"))
+_AS_IS = (BooleanType, IntegerType, LongType, StringType, FloatType, DoubleType)
+
+
+def _converter(field_type: Any) -> Callable[[Any], Any]:
+    """Partition value → Iceberg's JSON single-value form (dates as ISO text, binary hex...)."""
+    if isinstance(field_type, _AS_IS):
+        return lambda value: value
+    if not isinstance(field_type, PrimitiveType):
+        raise IcebergError("a partition field of the table is not of a primitive type")
+    if isinstance(field_type, BinaryType | FixedType):
+        return lambda value: None if value is None else bytes(value).hex().upper()
+    seen: dict[Any, Any] = {}  # dates, timestamps, decimals: few distinct values per plan
+
+    def convert(value: Any) -> Any:
+        if value is None:
+            return None
+        text = seen.get(value)
+        if text is None:
+            text = to_json(field_type, value)
+            if len(seen) < 65_536:
+                seen[value] = text
+        return text
+    return convert
+
+
+def _add_stats(body: dict[str, Any], data_file: DataFile, keep: tuple[int, ...]) -> None:
+    """The statistics maps of ``data_file`` cut down to the ``keep`` ids (absent when empty)."""
+    for wire_name, name in _COUNT_MAPS:
+        pairs = _pick(getattr(data_file, name), keep)
+        if pairs:
+            body[wire_name] = {"keys": [k for k, _ in pairs], "values": [v for _, v in pairs]}
+    for wire_name, name in _BOUND_MAPS:
+        pairs = _pick(getattr(data_file, name), keep)
+        if pairs:
+            body[wire_name] = {"keys": [k for k, _ in pairs],
+                               "values": [v.hex().upper() for _, v in pairs]}
+
+
+def _pick(stats: Mapping[int, Any] | None, keep: tuple[int, ...]) -> list[tuple[int, Any]]:
+    if not stats:
+        return []
+    source = stats.__dict__() if isinstance(stats, LazyDict) else stats  # built once, not per key
+    return [(k, source[k]) for k in keep if k in source]
 
 
 def _v3_value(data_file: DataFile, name: str) -> Any:
@@ -129,7 +200,7 @@ def file_scan_tasks_json(tasks: Iterable[FileScanTask], metadata: TableMetadata,
     out (the client then uses its own filter). ``delete-files`` is absent when no task has one.
     """
     writer = _Writer(metadata, hidden_field_ids, stats_fields)
-    schema = metadata.schema()
+    residuals = _Residuals(metadata.schema(), hidden_field_ids)
     delete_index: dict[str, int] = {}
     delete_files: list[dict[str, Any]] = []
     scan_tasks: list[dict[str, Any]] = []
@@ -145,12 +216,28 @@ def file_scan_tasks_json(tasks: Iterable[FileScanTask], metadata: TableMetadata,
         if references:
             body["delete-file-references"] = references
         if residual:
-            body["residual-filter"] = residual_json(task.residual, schema, hidden_field_ids)
+            body["residual-filter"] = residuals.json(task.residual)
         scan_tasks.append(body)
     answer: dict[str, Any] = {"file-scan-tasks": scan_tasks}
     if delete_files:
         answer["delete-files"] = delete_files
     return answer
+
+
+class _Residuals:
+    """Residuals written once per distinct expression object (tasks of one partition share
+    theirs); the expression is kept with its JSON so its id is not reused."""
+
+    def __init__(self, schema: Schema, hidden: frozenset[int]) -> None:
+        self.schema, self.hidden = schema, hidden
+        self._seen: dict[int, tuple[BooleanExpression | None, Any]] = {}
+
+    def json(self, residual: BooleanExpression | None) -> Any:
+        seen = self._seen.get(id(residual))
+        if seen is None:
+            seen = self._seen[id(residual)] = (residual, residual_json(residual, self.schema,
+                                                                       self.hidden))
+        return seen[1]
 
 
 def residual_json(residual: BooleanExpression | None, schema: Schema,
