@@ -3,7 +3,9 @@
 The policy language is described for policy authors in ``policies/README.md``. Entry points:
 
 * ``PolicyAuthorizer`` -- the ``proxy.governance.Authorizer`` implementation (decide, can_see,
-  reload_if_changed, watch/watching, status);
+  read_view, generation, reload_if_changed, watch/watching, status);
+* ``proxy.policy.decisions`` -- the same decisions as pure functions (``read_view``,
+  ``table_verdicts``, ``column_verdict`` for column and row rules, ``proxy.policy.views``);
 * ``PolicySettings`` -- nested as ``policy`` in the main settings;
 * ``proxy.policy.cli.policy`` -- the ``icegov policy`` command group (check, explain, test).
 """

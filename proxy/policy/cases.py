@@ -19,6 +19,10 @@ A case file is a YAML list; each case is a mapping::
 keys say the kind where it matters, which it does for ``visible``/``hidden`` (a table is visible
 only through rights on itself, a namespace also through rights on anything beneath it), so those
 cases must use a typed key.
+
+Read cases (a ``table:`` with a mapping ``expect`` of column verdicts and row filter, or a
+``column:`` with ``expect: readable | denied | mask:…``) are described in
+``proxy.policy.read_cases``.
 """
 
 from __future__ import annotations
