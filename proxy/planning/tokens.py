@@ -116,9 +116,10 @@ def _b64(data: bytes) -> str:
 def _unb64(text: str) -> bytes | None:
     try:
         raw = text.encode("ascii")
-        return base64.b64decode(raw + b"=" * (-len(raw) % 4), altchars=b"-_", validate=True)
+        data = base64.b64decode(raw + b"=" * (-len(raw) % 4), altchars=b"-_", validate=True)
     except (UnicodeEncodeError, binascii.Error, ValueError):
         return None
+    return data if _b64(data) == text else None  # one spelling per token (no stray bits)
 
 
 def _inflate(body: bytes) -> bytes | None:

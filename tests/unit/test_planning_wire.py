@@ -16,12 +16,13 @@ from pyiceberg.catalog.rest.scan_planning import (
     PlanFailed,
     PlanningResponse,
     PlanSubmitted,
+    PlanTableScanRequest,
     RESTPositionDeleteFile,
     ScanTasks,
 )
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.conversions import to_bytes
-from pyiceberg.expressions import AlwaysTrue, EqualTo, GreaterThan
+from pyiceberg.expressions import AlwaysTrue, And, EqualTo, GreaterThan, NotNull
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
@@ -31,7 +32,8 @@ from pyiceberg.typedef import Record
 from pyiceberg.types import DateType, LongType, NestedField, StringType, StructType
 
 from proxy.commits.operations.wire import content_file_from_json, content_file_to_json
-from proxy.errors import Forbidden
+from proxy.errors import BadRequest, Forbidden
+from proxy.planning.request import ScanRequest, parse_scan_request, parse_task_request
 from proxy.planning.wire import (
     cancelled_plan,
     completed_plan,
@@ -287,3 +289,90 @@ def test_content_files_are_written_as_the_commit_path_reads_and_writes_them(
         parsed = content_file_from_json(wire["data-file"], table.metadata, "file")
         assert parsed.partition == task.file.partition
         assert parsed.lower_bounds == dict(task.file.lower_bounds)
+
+
+# ---- requests -------------------------------------------------------------------------------
+
+
+def test_a_full_scan_request_parses_and_writes_back_canonically() -> None:
+    body = {"snapshot-id": 7, "select": ["id", "addr.zip"], "case-sensitive": False,
+            "filter": {"type": "and", "left": {"type": "eq", "term": "id", "value": 1},
+                       "right": {"type": "not-null", "term": "region"}},
+            "use-snapshot-schema": True, "stats-fields": ["id"], "min-rows-requested": 10}
+    request = parse_scan_request(body)
+    assert request.snapshot_id == 7 and request.select == ("id", "addr.zip")
+    assert request.filter == And(EqualTo("id", 1), NotNull("region"))
+    assert request.filter_columns == {"id", "region"} and request.filter_exact
+    assert request.case_sensitive is False and request.use_snapshot_schema is True
+    assert request.stats_fields == ("id",) and request.min_rows_requested == 10
+    assert not request.incremental
+    assert parse_scan_request(request.to_json()) == request
+    assert parse_scan_request(PlanTableScanRequest.model_validate(body).model_dump(
+        by_alias=True, exclude_none=True, mode="json")) == request
+
+
+def test_defaults_and_what_pyiceberg_sends() -> None:
+    request = parse_scan_request({})
+    assert request == ScanRequest() and request.filter == AlwaysTrue()
+    assert request.filter_key == "true" and request.to_json() == {}
+    sent = PlanTableScanRequest(select=["id"], filter=EqualTo("id", 1), case_sensitive=True)
+    parsed = parse_scan_request(json.loads(sent.model_dump_json(by_alias=True,
+                                                                exclude_none=True)))
+    assert parsed.filter == EqualTo("id", 1) and parsed.select == ("id",)
+    incremental = parse_scan_request({"start-snapshot-id": 1, "end-snapshot-id": 2})
+    assert incremental.incremental and incremental.to_json() == {"start-snapshot-id": 1,
+                                                                 "end-snapshot-id": 2}
+
+
+def test_equal_filters_written_differently_share_a_key() -> None:
+    a = parse_scan_request({"filter": {"type": "and", "left": {"type": "eq", "term": "id",
+                                                                "value": 1},
+                                       "right": {"type": "is-null", "term": "region"}}})
+    b = parse_scan_request({"filter": {"type": "and",
+                                       "left": {"type": "is-null",
+                                                "child": {"type": "reference",
+                                                          "name": "region"}},
+                                       "right": {"type": "eq", "term": "id", "value": 1}}})
+    assert a.filter_key == b.filter_key
+
+
+def test_a_weakened_filter_still_names_its_columns() -> None:
+    request = parse_scan_request({"filter": {
+        "type": "eq", "term": {"type": "transform", "transform": "day", "term": "ssn"},
+        "value": "2024-01-01"}})
+    assert request.filter == AlwaysTrue() and request.filter_columns == {"ssn"}
+    assert not request.filter_exact
+
+
+@pytest.mark.parametrize(("body", "names"), [
+    ([], "JSON object"),
+    ({"snapshot-id": 1, "start-snapshot-id": 0, "end-snapshot-id": 1}, "snapshot-id"),
+    ({"snapshot-id": 1, "end-snapshot-id": 1}, "snapshot-id"),
+    ({"start-snapshot-id": 1}, "end-snapshot-id"),
+    ({"end-snapshot-id": 1}, "start-snapshot-id"),
+    ({"min-rows-requested": -1}, "min-rows-requested"),
+    ({"snapshot-id": True}, "snapshot-id"),
+    ({"snapshot-id": "1"}, "snapshot-id"),
+    ({"snapshot-id": 2**63}, "snapshot-id"),
+    ({"snapshot-id": 1.0}, "snapshot-id"),
+    ({"select": "id"}, "select"),
+    ({"select": ["id", 3]}, "select"),
+    ({"select": [""]}, "select"),
+    ({"stats-fields": [None]}, "stats-fields"),
+    ({"case-sensitive": "false"}, "case-sensitive"),
+    ({"use-snapshot-schema": 1}, "use-snapshot-schema"),
+    ({"filter": {"type": "eq"}}, "invalid filter"),
+    ({"snapshot_id": 1}, "snapshot_id"),
+    ({"select": ["x" * 2000]}, "select"),
+])
+def test_invalid_requests_are_400_naming_the_field(body: Any, names: str) -> None:
+    with pytest.raises(BadRequest) as refused:
+        parse_scan_request(body)
+    assert names in refused.value.message and refused.value.status == 400
+
+
+def test_task_requests() -> None:
+    assert parse_task_request({"plan-task": "abc"}) == "abc"
+    for bad in ({}, {"plan-task": ""}, {"plan-task": 1}, {"plan-task": "a", "x": 1}, ["a"]):
+        with pytest.raises(BadRequest):
+            parse_task_request(bad)
