@@ -31,8 +31,15 @@ from proxy.identity import build_identity
 from proxy.inbound import InboundRequest
 from proxy.intent import check_intents_complete
 from proxy.listing import ListingHandlers
+from proxy.load_handler import LoadTableHandler
 from proxy.pipeline import GovernedDispatcher, GovernedHandler
+from proxy.plan_handler import PlanHandlers
+from proxy.plan_service import PlanService
+from proxy.planning.manifest_cache import ManifestCache
+from proxy.planning.planner import Planner
 from proxy.policy import PolicyAuthorizer
+from proxy.read_context import TableReader
+from proxy.read_views import ReadViews
 from proxy.routes import RouteTable
 from proxy.settings import Settings
 
@@ -83,19 +90,23 @@ def create_app(settings: Settings, backing: Backing | None = None) -> Starlette:
     audit = AuditLog(settings.audit)
     offers = BackingOffers(forwarder.fetch, settings.endpoints_refresh_seconds)
     idempotency = open_idempotency(settings)
+    views = ReadViews(authorizer, settings.planning.mask_capable_clients)
     config = ConfigHandler(forwarder, offers, iso_duration(
         settings.idempotency.lifetime_seconds) if idempotency is not None else None)
     gate = Gate(
         identity.authenticator, authorizer, offers,
         CatalogNames(settings.catalog_name, settings.catalogs),
         ChangeClassifier(forwarder.fetch, forwarder.post_json, settings.commit_limits),
-        settings.commit_limits.max_table_changes,
+        settings.commit_limits.max_table_changes, views,
     )
+    planner = Planner(ManifestCache(settings.planning.manifest_cache_entries),
+                      settings.planning.threads)
+    handlers = _handlers(forwarder, authorizer, config, identity.token_endpoint,
+                         CommitHandlers(Committer(forwarder, settings.commit_limits,
+                                                  settings.commit_retry)))
+    handlers.update(_read_handlers(forwarder, authorizer, views, planner, settings))
     dispatcher = GovernedDispatcher(
-        RouteTable(), _handlers(forwarder, authorizer, config, identity.token_endpoint,
-                                CommitHandlers(Committer(forwarder, settings.commit_limits,
-                                                         settings.commit_retry))),
-        _forward(forwarder), gate, audit, settings.max_body_bytes,
+        RouteTable(), handlers, _forward(forwarder), gate, audit, settings.max_body_bytes,
         idempotency=idempotency,
     )
     readiness = BackingHandlers(forwarder, authorizer)
@@ -104,6 +115,7 @@ def create_app(settings: Settings, backing: Backing | None = None) -> Starlette:
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         async with authorizer.watching():
             yield
+        planner.close()
         await backing.aclose()
         if idempotency is not None:
             await idempotency.close()
@@ -134,6 +146,22 @@ def _handlers(forwarder: Forwarder, authorizer: PolicyAuthorizer, config: Config
         "list_views": listing.list_views,
         "commit_table": commits.commit_table,
         "commit_transaction": commits.commit_transaction,
+    }
+
+
+def _read_handlers(forwarder: Forwarder, authorizer: PolicyAuthorizer, views: ReadViews,
+                   planner: Planner, settings: Settings) -> dict[str, GovernedHandler]:
+    """loadTable (projected for restricted principals) and the planning endpoints."""
+    load = LoadTableHandler(forwarder, views, authorizer.restricts)
+    service = PlanService(TableReader(forwarder.fetch, views), planner, settings.planning,
+                          lambda: authorizer.generation)
+    plans = PlanHandlers(service)
+    return {
+        "load_table": load.load_table,
+        "plan_table_scan": plans.plan_table_scan,
+        "fetch_planning_result": plans.fetch_planning_result,
+        "cancel_planning": plans.cancel_planning,
+        "fetch_scan_tasks": plans.fetch_scan_tasks,
     }
 
 

@@ -2,7 +2,7 @@
 
 The ``endpoints`` list is what the backing advertises (the spec's default set when it lists
 none) and icegov's route table knows — exactly what icegov will forward — so clients never
-plan on an endpoint that would be refused.
+plan on an endpoint that would be refused — plus the scan-planning endpoints icegov serves itself.
 
 ``idempotency-key-lifetime`` is icegov's own (its store keeps its own final answers), never the
 backing's: absent when icegov's Idempotency-Key support is disabled.
@@ -20,7 +20,7 @@ from proxy.backing.offers import CONFIG_PATH, BackingOffers
 from proxy.commits.operations import DATA_OPERATIONS
 from proxy.errors import BackingUnavailable
 from proxy.inbound import InboundRequest
-from proxy.routes import FORWARDABLE
+from proxy.routes import FORWARDABLE, PLANNING_SPECS
 
 LIFETIME = "idempotency-key-lifetime"
 DATA_OPERATIONS_KEY = "icegov.data-operations"
@@ -48,7 +48,7 @@ class ConfigHandler:
             raise BackingUnavailable("backing catalog config is not a JSON object")
         offer = (self._offers.learn(config) if not inbound.query_string
                  else self._offers.parse(config))
-        config["endpoints"] = sorted(offer.endpoints & FORWARDABLE)
+        config["endpoints"] = sorted((offer.endpoints & FORWARDABLE) | PLANNING_SPECS)
         defaults = config.get("defaults")
         config["defaults"] = {**(defaults if isinstance(defaults, dict) else {}),
                               DATA_OPERATIONS_KEY: ",".join(sorted(DATA_OPERATIONS))}

@@ -79,16 +79,16 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", _NS + "/tables", "list_tables", owned=True),
     Endpoint("POST", _NS + "/tables", "create_table", json_body=True),
     Endpoint("POST", _NS + "/register", "register_table", json_body=True),
-    Endpoint("GET", _TABLE, "load_table"),
+    Endpoint("GET", _TABLE, "load_table", owned=True),
     Endpoint("HEAD", _TABLE, "table_exists"),
     Endpoint("POST", _TABLE, "commit_table", commit=True, json_body=True, owned=True),
     Endpoint("DELETE", _TABLE, "drop_table"),
     Endpoint("GET", _TABLE + "/credentials", "load_credentials"),
     Endpoint("POST", _TABLE + "/metrics", "report_metrics", json_body=True),
-    Endpoint("POST", _TABLE + "/plan", "plan_table_scan", json_body=True),
-    Endpoint("GET", _TABLE + "/plan/{plan_id}", "fetch_planning_result"),
-    Endpoint("DELETE", _TABLE + "/plan/{plan_id}", "cancel_planning"),
-    Endpoint("POST", _TABLE + "/tasks", "fetch_scan_tasks", json_body=True),
+    Endpoint("POST", _TABLE + "/plan", "plan_table_scan", json_body=True, owned=True),
+    Endpoint("GET", _TABLE + "/plan/{plan-id}", "fetch_planning_result", owned=True),
+    Endpoint("DELETE", _TABLE + "/plan/{plan-id}", "cancel_planning", owned=True),
+    Endpoint("POST", _TABLE + "/tasks", "fetch_scan_tasks", json_body=True, owned=True),
     Endpoint("POST", "/v1/{prefix}/tables/rename", "rename_table", json_body=True),
     Endpoint("POST", "/v1/{prefix}/transactions/commit", "commit_transaction", commit=True,
              json_body=True, owned=True),
@@ -102,13 +102,20 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", "/v1/{prefix}/views/rename", "rename_view", json_body=True),
 )
 
-SELF_SERVED = frozenset({"get_config", "oauth_tokens"})
-"""Endpoints icegov answers whatever the backing advertises (config, tokens)."""
+PLANNING = frozenset({"plan_table_scan", "fetch_planning_result", "cancel_planning",
+                      "fetch_scan_tasks"})
+"""Server-side scan planning: icegov plans from the backing's metadata, never forwards."""
+
+SELF_SERVED = frozenset({"get_config", "oauth_tokens"}) | PLANNING
+"""Endpoints icegov answers whatever the backing advertises (config, tokens, planning)."""
+
+PLANNING_SPECS = frozenset(e.spec for e in ENDPOINTS if e.name in PLANNING)
+"""The planning endpoints as the config ``endpoints`` list spells them (icegov advertises them)."""
 
 FORWARDABLE = frozenset(e.spec for e in ENDPOINTS if e.name not in SELF_SERVED)
 """Every endpoint icegov may forward, as the config ``endpoints`` list spells it."""
 
-_PARAM = re.compile(r"\{(\w+)\}")
+_PARAM = re.compile(r"\{([\w-]+)\}")
 
 
 def _compile(template: str, with_prefix: bool) -> re.Pattern[str]:
@@ -118,7 +125,8 @@ def _compile(template: str, with_prefix: bool) -> re.Pattern[str]:
     names = _PARAM.findall(template)
     pattern = re.escape(literal_parts[0])
     for name, literal in zip(names, literal_parts[1:], strict=True):
-        pattern += f"(?P<{name}>[^/]+)" + re.escape(literal)
+        # the spec spells some parameters with a hyphen ({plan-id}); groups take an underscore
+        pattern += f"(?P<{name.replace('-', '_')}>[^/]+)" + re.escape(literal)
     return re.compile(f"^{pattern}$")
 
 

@@ -25,7 +25,7 @@ from proxy.policy import decisions
 from proxy.policy.loader import CompiledPolicy, compile_files, load, read_files
 from proxy.policy.rules import PolicyError
 from proxy.policy.settings import PolicySettings
-from proxy.policy.views import TableRules
+from proxy.policy.views import READABLE, TableRules
 from proxy.resources import Resource
 from proxy.restrictions import ReadView
 from proxy.stablefiles import FileChanging
@@ -82,6 +82,7 @@ class _Generation:
             return table_rules(principal, table).view(columns)
 
         self.decide, self.can_see, self.read_view = decide, can_see, read_view
+        self.table_rules = table_rules
 
 
 class PolicyAuthorizer:
@@ -139,6 +140,12 @@ class PolicyAuthorizer:
         columns, the row filter, and the lines behind them (``decisions.read_view``). Remembered
         per policy generation; the table's rules are gathered once for any set of columns."""
         return self._generation.read_view(principal, table, tuple(columns))
+
+    def restricts(self, principal: Principal, table: Resource) -> bool:
+        """True when some column or row rule applies to ``principal`` on ``table`` (whatever its
+        columns): only then must a loadTable answer be read and projected."""
+        rules = self._generation.table_rules(principal, table)
+        return not (rules.default is READABLE and not rules.named and rules.row_filter is None)
 
     def cache_info(self) -> dict[str, int]:
         """Decision cache counters of the current generation (reset by every reload)."""

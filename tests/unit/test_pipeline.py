@@ -18,6 +18,7 @@ from pyiceberg.types import LongType, NestedField
 from proxy.backing.tables import parse_table_state
 from proxy.pipeline import UnhandledEndpoint, check_owned_handled
 from proxy.resources import Resource
+from proxy.routes import PLANNING_SPECS
 from tests.support.errors import assert_error_model
 from tests.support.upstream import ALL_ENDPOINTS, Upstream, client_for, icegov_token
 
@@ -99,21 +100,32 @@ def test_an_unmapped_prefix_is_404_and_mapped_ones_select_their_catalog(tmp_path
 
 
 def test_endpoints_the_backing_does_not_advertise_are_refused_not_forwarded() -> None:
-    upstream = Upstream(config={"endpoints": [e for e in ALL_ENDPOINTS if "/plan" not in e]})
+    upstream = Upstream(config={"endpoints": [
+        e for e in ALL_ENDPOINTS if "/metrics" not in e and "/credentials" not in e]})
     with client_for(upstream) as client:
-        plan = client.post(f"{TABLE}/plan", json={})
-        cancel = client.delete(f"{TABLE}/plan/x?purgeRequested=true")
+        metrics = client.post(f"{TABLE}/metrics", json={})
+        credentials = client.get(f"{TABLE}/credentials?planId=x")
         assert client.get(TABLE).status_code == 200
-    assert_error_model(plan, 404)
-    assert_error_model(cancel, 404)
+    assert_error_model(metrics, 404)
+    assert_error_model(credentials, 404)
     assert [r.method for r in upstream.seen] == ["GET"]
+
+
+def test_planning_is_served_by_icegov_whatever_the_backing_advertises() -> None:
+    upstream = Upstream(config={"endpoints": ["GET /v1/{prefix}/namespaces"]})
+    with client_for(upstream) as client:
+        config = client.get("/v1/config").json()
+        plan = client.post(f"{TABLE}/plan", json={})
+    assert set(config["endpoints"]) >= PLANNING_SPECS
+    assert plan.status_code != 404 or "not offered" not in plan.text
+    assert all("/plan" not in r.url.path for r in upstream.seen)  # never forwarded
 
 
 def test_config_lists_only_what_the_backing_advertises() -> None:
     advertised = ["GET /v1/{prefix}/namespaces", "GET /v1/{prefix}/namespaces/{namespace}"]
     with client_for(Upstream(config={"endpoints": [*advertised, "GET /v1/unknown"]})) as client:
         config = client.get("/v1/config").json()
-    assert config["endpoints"] == sorted(advertised)
+    assert config["endpoints"] == sorted({*advertised, *PLANNING_SPECS})
 
 
 @pytest.mark.parametrize("answer,status", [

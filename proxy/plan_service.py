@@ -1,0 +1,249 @@
+"""Server-side scan planning: the table's state, the principal's read view, the plan.
+
+icegov plans from the backing's metadata and never forwards a planning request. Every answer is
+judged the same way: load the table (the gate already decided the principal may SELECT it), work
+out the principal's read view (``proxy.read_views``), refuse a request naming a hidden column
+(403, ``proxy.scan_access``), then plan with the principal's row filter pruning manifests and
+files, and hand out only what the view allows (statistics of hidden columns stripped).
+
+Plan ids and plan tasks are signed tokens (``proxy.planning.tokens``) that name the principal,
+the table (and its uuid), the pinned snapshot, the scan, the policy generation and view, and
+an expiry: any replica with the same key serves them, after judging the caller again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pyiceberg.table.metadata import TableMetadata
+
+from proxy.admission import Admission
+from proxy.commits.lru import SizedLru
+from proxy.errors import BadRequest, Forbidden, NoSuchPlanId, NoSuchPlanTask, NotFound
+from proxy.inbound import InboundRequest
+from proxy.plan_jobs import PlanJobs
+from proxy.planning import wire
+from proxy.planning.expressions import implies
+from proxy.planning.plan_cache import PlanCache, PlanKey
+from proxy.planning.planner import Plan, Planner, ScanSpec
+from proxy.planning.request import ScanRequest, parse_scan_request
+from proxy.planning.settings import PlanningSettings
+from proxy.planning.tokens import Kind, TaskClaims, seal, unseal
+from proxy.read_context import ReadContext, TableReader, hidden_field_ids, judge
+from proxy.read_views import describe
+
+Generation = Callable[[], int]
+
+
+@dataclass(frozen=True)
+class Scan:
+    """A scan being answered: who reads what (``context``), the pinned request, and the
+    claims and token (plan id or plan task) it is answered under."""
+
+    context: ReadContext
+    request: ScanRequest
+    claims: TaskClaims
+    token: str
+
+    def spec(self) -> ScanSpec:
+        """The scan as the planner takes it, with the principal's row filter."""
+        r = self.request
+        return ScanSpec(r.snapshot_id, r.filter, self.context.view.filter_expression,
+                        r.case_sensitive, r.use_snapshot_schema, r.start_snapshot_id,
+                        r.end_snapshot_id)
+
+
+def pinned(request: ScanRequest, metadata: TableMetadata) -> ScanRequest:
+    """The request with the snapshot it reads made explicit (the current one when it names
+    none), so its plan tasks read the same snapshot whenever they are fetched."""
+    current = metadata.current_snapshot_id
+    if current is None:
+        return request
+    if request.incremental:
+        return request if request.end_snapshot_id is not None else replace(
+            request, end_snapshot_id=current)
+    return request if request.snapshot_id is not None else replace(request, snapshot_id=current)
+
+
+class PlanService:
+    """Plans scans for the planning handlers; holds the caches and the token key."""
+
+    def __init__(self, reader: TableReader, planner: Planner, settings: PlanningSettings,
+                 generation: Generation, clock: Callable[[], float] = time.time) -> None:
+        self._reader = reader
+        self._planner = planner
+        self._settings = settings
+        self._generation = generation
+        self._clock = clock
+        secret = settings.task_key
+        self._key = (secret.get_secret_value().encode() if secret is not None
+                     else secrets.token_bytes(32))
+        self._plans = PlanCache(settings.plan_cache_plans, implies)
+        self._answers = AnswerCache(settings.plan_cache_plans)
+        self._jobs = PlanJobs()
+
+    async def open_scan(self, inbound: InboundRequest, admission: Admission,
+                        request: ScanRequest) -> Scan:
+        """A new scan: the table now, the caller's view of it, the request judged and pinned."""
+        context = await self._reader.for_admission(inbound, admission)
+        request = pinned(request, context.metadata)
+        judge(context, request)
+        claims = TaskClaims(
+            kind="plan", principal=context.principal.name, roles=context.principal.roles,
+            catalog=admission.catalog, namespace=context.table.namespace,
+            table=context.table.table or "", table_uuid=str(context.metadata.table_uuid),
+            snapshot_id=request.snapshot_id or request.end_snapshot_id,
+            policy_generation=self._generation(),
+            expires_at=self._clock() + self._settings.task_ttl_seconds,
+            scan=request.to_json(), view_key=context.view.cache_key(),
+            nonce=secrets.token_hex(8))
+        return Scan(context, request, claims, seal(claims, self._key))
+
+    async def reopen(self, inbound: InboundRequest, admission: Admission, token: str,
+                     kind: Kind) -> Scan:
+        """The scan a plan id or plan task stands for, judged again for this caller: 404 when
+        it is another principal's or another table's, 403 when the policy changed what the
+        caller may read since it was planned."""
+        claims = unseal(token, self._key, self._clock(), kind=kind)
+        _check_owner(claims, admission, kind)
+        context = await self._reader.for_admission(inbound, admission)
+        if str(context.metadata.table_uuid) != claims.table_uuid:
+            raise _missing(kind)
+        if tuple(context.view.cache_key()) != tuple(claims.view_key):
+            raise Forbidden("the policy changed what you may read of this table since the "
+                            "scan was planned; plan it again")
+        request = parse_scan_request(dict(claims.scan))
+        judge(context, request)
+        return Scan(context, request, claims, token)
+
+    async def plan(self, scan: Scan, *, poll: bool) -> dict[str, Any]:
+        """The answer to ``POST …/plan``."""
+        shards = await self._shards(scan)
+        files = len(shards) * self._settings.shard_files
+        self._audit(scan, shards=len(shards))
+        if len(shards) <= 1:
+            return wire.completed_plan(scan.token, await self.tasks_json(scan, None), [])
+        if poll and files > self._settings.submit_above_files:
+            self._jobs.start(scan.token, self._prepare(scan, shards))
+            return wire.submitted_plan(scan.token)
+        return wire.completed_plan(scan.token, None, self._task_tokens(scan, shards))
+
+    async def result(self, scan: Scan) -> dict[str, Any]:
+        """The answer to ``GET …/plan/{id}``: ``submitted`` while this replica still prepares
+        it, else the completed plan (planned again where it was not prepared here)."""
+        if not await self._jobs.wait(scan.token, self._settings.poll_wait_seconds):
+            return wire.submitted_plan(None)
+        shards = await self._shards(scan)
+        self._audit(scan, shards=len(shards))
+        if len(shards) <= 1:
+            return wire.completed_plan(None, await self.tasks_json(scan, None), [])
+        return wire.completed_plan(None, None, self._task_tokens(scan, shards))
+
+    async def cancel(self, inbound: InboundRequest, admission: Admission, plan_id: str) -> None:
+        """``DELETE …/plan/{id}``: stops its preparation here; 204 also after it completed."""
+        claims = unseal(plan_id, self._key, self._clock(), kind="plan")
+        _check_owner(claims, admission, "plan")
+        self._jobs.cancel(plan_id)
+
+    async def shard_tasks(self, scan: Scan) -> dict[str, Any]:
+        """The file scan tasks of one plan task's shard."""
+        self._audit(scan, shard_manifests=len(scan.claims.shard))
+        return await self.tasks_json(scan, scan.claims.shard)
+
+    async def tasks_json(self, scan: Scan, shard: tuple[str, ...] | None) -> dict[str, Any]:
+        """``file-scan-tasks`` and ``delete-files`` of the scan (one shard, or all of it)."""
+        key = self._key_of(scan, shard)
+        hidden = hidden_field_ids(scan.context)
+        answer_key = (key, hidden, scan.context.metadata.current_schema_id)
+        cached = self._answers.get(answer_key)
+        if cached is not None:
+            return cached
+        plan = await asyncio.to_thread(self._plan, scan, key, shard)
+        stats = _stats_ids(scan, plan)
+        answer = await asyncio.to_thread(
+            wire.file_scan_tasks_json, plan.tasks, scan.context.metadata,
+            hidden_field_ids=hidden, stats_fields=stats)
+        self._answers.put(answer_key, answer)
+        return answer
+
+    def _plan(self, scan: Scan, key: PlanKey, shard: tuple[str, ...] | None) -> Plan:
+        state, spec = scan.context.state, scan.spec()
+        return self._plans.plan(
+            key, lambda: self._planner.plan(state.metadata, state.io, spec, shard),
+            lambda wide: self._planner.narrow(state.metadata, spec, wide))
+
+    def _key_of(self, scan: Scan, shard: tuple[str, ...] | None) -> PlanKey:
+        r = scan.request
+        return PlanKey.for_scan(scan.context.metadata, scan.spec(), r.filter_key, r.select,
+                                r.stats_fields, scan.context.view.cache_key(), shard)
+
+    async def _shards(self, scan: Scan) -> list[tuple[str, ...]]:
+        state = scan.context.state
+        return await asyncio.to_thread(self._planner.plan_shards, state.metadata, state.io,
+                                       scan.spec(), self._settings.shard_files)
+
+    async def _prepare(self, scan: Scan, shards: list[tuple[str, ...]]) -> None:
+        for shard in shards:
+            await self.tasks_json(scan, shard)
+
+    def _task_tokens(self, scan: Scan, shards: list[tuple[str, ...]]) -> list[str]:
+        return [seal(replace(scan.claims, kind="task", shard=shard, nonce=""), self._key)
+                for shard in shards]
+
+    def _audit(self, scan: Scan, **plan: Any) -> None:
+        scan.context.evidence.append({
+            "resource": str(scan.context.table), "read_view": describe(scan.context.view),
+            "plan": {"snapshot_id": scan.claims.snapshot_id, **plan}})
+
+
+def _check_owner(claims: TaskClaims, admission: Admission, kind: Kind) -> None:
+    """A token serves only its own principal, catalog and table (404 otherwise: whether
+    another's plan exists is not the caller's business)."""
+    table = admission.intent.needs[0].resource
+    principal = admission.principal
+    if (principal is None or claims.principal != principal.name
+            or claims.catalog != admission.catalog or claims.namespace != table.namespace
+            or claims.table != table.table):
+        raise _missing(kind)
+
+
+def _missing(kind: Kind) -> NotFound:
+    if kind == "task":
+        return NoSuchPlanTask("no such plan task")
+    return NoSuchPlanId("no such plan")
+
+
+def _stats_ids(scan: Scan, plan: Plan) -> frozenset[int] | None:
+    """Field ids of the requested ``stats-fields`` (None: none asked); 400 for unknown names."""
+    names = scan.request.stats_fields
+    if names is None:
+        return None
+    ids: set[int] = set()
+    for name in names:
+        try:
+            ids.add(plan.schema.find_field(name, scan.request.case_sensitive).field_id)
+        except ValueError as exc:
+            raise BadRequest(f"stats-fields: no column {name[:200]!r} in this table") from exc
+    return frozenset(ids)
+
+
+class AnswerCache:
+    """The JSON-ready task answers of recent plans (what a warm plan serves without planning)."""
+
+    def __init__(self, capacity: int) -> None:
+        self._lru: SizedLru[Any, dict[str, Any]] = SizedLru(
+            max(capacity, 1), size=lambda _: 1)
+
+    def get(self, key: Any) -> dict[str, Any] | None:
+        return self._lru.get(key)
+
+    def put(self, key: Any, value: dict[str, Any]) -> None:
+        self._lru.put(key, value)
+
+
+__all__ = ["PlanService", "Scan", "pinned"]

@@ -1,0 +1,122 @@
+"""Who reads which table: the table's state from the backing, the principal's read view of it,
+and the checks every read answer passes (the columns a scan names, the row filter)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyiceberg.schema import Schema
+from pyiceberg.table.metadata import TableMetadata
+
+from proxy.admission import Admission
+from proxy.backing.tables import BackingRefused, Fetch, TableState, fetch_table, parse_table_state
+from proxy.commits import UnverifiableCommit
+from proxy.errors import BackingFailed, BadRequest
+from proxy.governance import Principal
+from proxy.inbound import InboundRequest
+from proxy.planning.request import ScanRequest
+from proxy.read_views import ReadViews
+from proxy.resources import Resource
+from proxy.restrictions import ReadView
+from proxy.scan_access import bound_row_filter, refuse_hidden
+
+
+@dataclass(frozen=True)
+class ReadContext:
+    """A principal reading a table as of ``state``, under ``view``; ``evidence`` is the audit
+    record's evidence list."""
+
+    principal: Principal
+    table: Resource
+    state: TableState
+    view: ReadView
+    applies_masks: bool
+    evidence: list[dict[str, Any]] = field(default_factory=list, compare=False)
+
+    @property
+    def metadata(self) -> TableMetadata:
+        return self.state.metadata
+
+
+class TableReader:
+    """Loads a table's state from the backing, with the caller's read view of it."""
+
+    def __init__(self, fetch: Fetch, views: ReadViews) -> None:
+        self._fetch = fetch
+        self._views = views
+
+    async def for_admission(self, inbound: InboundRequest, admission: Admission) -> ReadContext:
+        """The admitted request's table as the backing serves it now (its refusal relayed)."""
+        principal = admission.principal
+        assert principal is not None  # reads are never public
+        table = admission.intent.needs[0].resource
+        response = await fetch_table(self._fetch, inbound.route.prefix, table, inbound.headers)
+        if response.status_code != 200:
+            raise BackingRefused(response)
+        try:
+            state = parse_table_state(table, response.content)
+        except UnverifiableCommit as exc:
+            raise BackingFailed("the backing catalog's table metadata cannot be read") from exc
+        view = self._views.view(principal, table, state.metadata)
+        return ReadContext(principal, table, state, view,
+                           self._views.applies_masks(inbound.headers), admission.evidence)
+
+
+def scan_schema(metadata: TableMetadata, request: ScanRequest) -> Schema:
+    """The schema a scan binds to: the snapshot's with ``use-snapshot-schema``, else current."""
+    if request.use_snapshot_schema and request.snapshot_id is not None:
+        snapshot = metadata.snapshot_by_id(request.snapshot_id)
+        if snapshot is not None and snapshot.schema_id is not None:
+            for schema in metadata.schemas:
+                if schema.schema_id == snapshot.schema_id:
+                    return schema
+    return metadata.schema()
+
+
+def judge(context: ReadContext, request: ScanRequest) -> None:
+    """403 when the request names a column hidden from the principal (in select, filter or
+    stats-fields), or the principal's row filter cannot apply to the table."""
+    schema = scan_schema(context.metadata, request)
+    common = {"applies_masks": context.applies_masks, "case_sensitive": request.case_sensitive}
+    refuse_hidden(request.select or (), schema, context.view, what="select", **common)
+    refuse_hidden(sorted(request.filter_columns), schema, context.view, what="filter",
+                  **common)
+    refuse_hidden(request.stats_fields or (), schema, context.view, what="stats-fields",
+                  **common)
+    bound_row_filter(context.view, context.metadata.schema())
+    for name in request.select or ():
+        if not _has_field(schema, name, request.case_sensitive):
+            raise BadRequest(f"select: no column {name[:200]!r} in the scanned schema")
+
+
+def _has_field(schema: Schema, name: str, case_sensitive: bool) -> bool:
+    try:
+        schema.find_field(name, case_sensitive)
+    except ValueError:
+        return False
+    return True
+
+
+def hidden_field_ids(context: ReadContext) -> frozenset[int]:
+    """Field ids (nested ones included) of the columns the client must not receive, in every
+    schema the table has had."""
+    hidden = context.view.hidden(context.applies_masks)
+    ids: set[int] = set()
+    for schema in context.metadata.schemas:
+        for top in schema.fields:
+            if top.name in hidden:
+                ids.add(top.field_id)
+                ids.update(_nested_ids(top.field_type))
+    return frozenset(ids)
+
+
+def _nested_ids(field_type: Any) -> set[int]:
+    found: set[int] = set()
+    children = list(getattr(field_type, "fields", None) or ())
+    children += [getattr(field_type, a) for a in ("element_field", "key_field", "value_field")
+                 if getattr(field_type, a, None) is not None]
+    for child in children:
+        found.add(child.field_id)
+        found |= _nested_ids(child.field_type)
+    return found
