@@ -74,7 +74,7 @@ _KEYS = {"kind": "k", "principal": "p", "roles": "r", "catalog": "c", "namespace
 def seal(claims: TaskClaims, key: bytes) -> str:
     """The signed token of ``claims``."""
     compact = {short: _jsonable(getattr(claims, name)) for name, short in _KEYS.items()}
-    text = json.dumps(compact, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    text = json.dumps(compact, separators=(",", ":"), sort_keys=True)  # ASCII: any str encodes
     body = zlib.compress(text.encode(), 6)
     mac = _mac(key, body)
     return f"{_VERSION}.{_b64(body)}.{_b64(mac)}"
