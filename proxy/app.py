@@ -31,7 +31,7 @@ from proxy.identity import build_identity
 from proxy.inbound import InboundRequest
 from proxy.intent import check_intents_complete
 from proxy.listing import ListingHandlers
-from proxy.load_handler import LoadTableHandler
+from proxy.load_handler import LoadTableHandler, TableAnswers
 from proxy.pipeline import GovernedDispatcher, GovernedHandler
 from proxy.plan_handler import PlanHandlers
 from proxy.plan_service import PlanService
@@ -101,10 +101,12 @@ def create_app(settings: Settings, backing: Backing | None = None) -> Starlette:
     )
     planner = Planner(ManifestCache(settings.planning.manifest_cache_entries),
                       settings.planning.threads)
+    answers = TableAnswers(views, authorizer.restricts)
     handlers = _handlers(forwarder, authorizer, config, identity.token_endpoint,
                          CommitHandlers(Committer(forwarder, settings.commit_limits,
-                                                  settings.commit_retry)))
-    handlers.update(_read_handlers(forwarder, authorizer, views, planner, settings))
+                                                  settings.commit_retry), answers))
+    handlers.update(_read_handlers(forwarder, answers, views, planner, settings,
+                                   lambda: authorizer.generation))
     dispatcher = GovernedDispatcher(
         RouteTable(), handlers, _forward(forwarder), gate, audit, settings.max_body_bytes,
         idempotency=idempotency,
@@ -149,12 +151,13 @@ def _handlers(forwarder: Forwarder, authorizer: PolicyAuthorizer, config: Config
     }
 
 
-def _read_handlers(forwarder: Forwarder, authorizer: PolicyAuthorizer, views: ReadViews,
-                   planner: Planner, settings: Settings) -> dict[str, GovernedHandler]:
+def _read_handlers(forwarder: Forwarder, answers: TableAnswers, views: ReadViews,
+                   planner: Planner, settings: Settings,
+                   generation: Callable[[], int]) -> dict[str, GovernedHandler]:
     """loadTable (projected for restricted principals) and the planning endpoints."""
-    load = LoadTableHandler(forwarder, views, authorizer.restricts)
+    load = LoadTableHandler(forwarder, answers)
     service = PlanService(TableReader(forwarder.fetch, views), planner, settings.planning,
-                          lambda: authorizer.generation)
+                          generation)
     plans = PlanHandlers(service)
     return {
         "load_table": load.load_table,

@@ -17,14 +17,16 @@ from starlette.responses import Response
 from proxy.admission import Admission
 from proxy.committer import Committer
 from proxy.inbound import InboundRequest
+from proxy.load_handler import TableAnswers
 from proxy.pinning import pinned_change
 
 
 class CommitHandlers:
     """``POST .../tables/{t}`` and ``POST .../transactions/commit``."""
 
-    def __init__(self, committer: Committer) -> None:
+    def __init__(self, committer: Committer, answers: TableAnswers | None = None) -> None:
         self._committer = committer
+        self._answers = answers
 
     async def commit_table(self, inbound: InboundRequest, admission: Admission) -> Response:
         [change] = admission.changes
@@ -34,7 +36,12 @@ class CommitHandlers:
             return None if bodies[0] is original else _dumps(bodies[0])
 
         body = pinned_change(change) or change.body
-        return await self._committer.commit(inbound, admission.changes, [body], wire, True)
+        response = await self._committer.commit(inbound, admission.changes, [body], wire, True)
+        if self._answers is None:
+            return response
+        # the answer carries the table's whole metadata: a restricted principal sees it projected
+        return await self._answers.project_response(response, inbound, admission,
+                                                    change.resource)
 
     async def commit_transaction(self, inbound: InboundRequest,
                                  admission: Admission) -> Response:

@@ -1,16 +1,19 @@
-"""``GET …/tables/{t}`` (loadTable): forwarded byte for byte, except to a restricted principal.
+"""Table metadata answered to a restricted principal: loadTable (``GET …/tables/{t}``) and the
+metadata a table commit answers with.
 
 Every client that plans itself (Spark 1.10, Trino, metadata tables, incremental scans) reads what
 loadTable says, so the answer itself carries a principal's column restrictions: the schemas lose
 the hidden columns (ids kept), the table config asks clients to plan on the server, and the
-spec's ``read-restrictions`` declares masks and the row filter (``proxy.reads.projection``).
-A principal no column or row rule can touch gets the backing's bytes unchanged.
+spec's ``read-restrictions`` declares masks and the row filter (``proxy.reads.projection``). A
+commit's answer carries the same metadata and is projected the same way. A principal no column
+or row rule can touch gets the backing's bytes unchanged.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 from pyiceberg.table.metadata import TableMetadataUtil
 from starlette.responses import JSONResponse, Response
@@ -27,30 +30,63 @@ from proxy.resources import Resource
 MayRestrict = Callable[[Principal, Resource], bool]
 
 
-class LoadTableHandler:
-    """Answers loadTable, projecting the metadata for a principal that policy restricts."""
+class TableAnswers:
+    """Projects table metadata answers for the principals policy restricts."""
 
-    def __init__(self, forwarder: Forwarder, views: ReadViews, may_restrict: MayRestrict) -> None:
-        self._forwarder = forwarder
+    def __init__(self, views: ReadViews, may_restrict: MayRestrict) -> None:
         self._views = views
         self._may_restrict = may_restrict
 
-    async def load_table(self, inbound: InboundRequest, admission: Admission) -> Response:
-        principal, table = admission.principal, admission.intent.needs[0].resource
-        if principal is None or not self._may_restrict(principal, table):
-            return await self._forwarder.forward(inbound)
-        upstream = await self._forwarder.exchange(inbound)
-        if upstream.status_code != 200:
-            return relayed(upstream, upstream.content)
+    def restricted(self, principal: Principal | None, table: Resource) -> bool:
+        """True when some column or row rule may apply to ``principal`` on ``table``."""
+        return principal is not None and self._may_restrict(principal, table)
+
+    def projected(self, body: bytes, principal: Principal, table: Resource,
+                  inbound: InboundRequest, evidence: list[dict[str, Any]]) -> Any | None:
+        """The answer ``body`` (a LoadTableResult or CommitTableResponse) as ``principal`` may
+        see it, or None when its view of the table restricts nothing."""
         try:
-            result = json.loads(upstream.content)
+            result = json.loads(body)
             metadata = TableMetadataUtil.parse_obj(result["metadata"])
         except (ValueError, KeyError, TypeError) as exc:
             raise BackingFailed("the backing catalog's table metadata cannot be read") from exc
         view = self._views.view(principal, table, metadata)
         if not view.restricted:
-            return relayed(upstream, upstream.content)
-        admission.evidence.append({"resource": str(table), "read_view": describe(view)})
+            return None
+        evidence.append({"resource": str(table), "read_view": describe(view)})
         applies_masks = self._views.applies_masks(inbound.headers)
-        projected = project_load_result(result, view, applies_masks=applies_masks)
+        return project_load_result(result, view, applies_masks=applies_masks)
+
+    async def project_response(self, response: Response, inbound: InboundRequest,
+                               admission: Admission, table: Resource) -> Response:
+        """``response`` (already read in full) projected for the admitted principal."""
+        principal = admission.principal
+        if response.status_code != 200 or principal is None or not self.restricted(
+                principal, table):
+            return response
+        projected = self.projected(bytes(response.body), principal, table, inbound,
+                                   admission.evidence)
+        if projected is None:
+            return response
+        return JSONResponse(projected, headers={"cache-control": "no-store"})
+
+
+class LoadTableHandler:
+    """Answers loadTable, projecting the metadata for a principal that policy restricts."""
+
+    def __init__(self, forwarder: Forwarder, answers: TableAnswers) -> None:
+        self._forwarder = forwarder
+        self._answers = answers
+
+    async def load_table(self, inbound: InboundRequest, admission: Admission) -> Response:
+        principal, table = admission.principal, admission.intent.needs[0].resource
+        if principal is None or not self._answers.restricted(principal, table):
+            return await self._forwarder.forward(inbound)
+        upstream = await self._forwarder.exchange(inbound)
+        if upstream.status_code != 200:
+            return relayed(upstream, upstream.content)
+        projected = self._answers.projected(upstream.content, principal, table, inbound,
+                                            admission.evidence)
+        if projected is None:
+            return relayed(upstream, upstream.content)
         return JSONResponse(projected, headers={"cache-control": "no-store"})
