@@ -164,6 +164,7 @@ class PlanService:
         if cached is not None:
             return cached
         plan = await asyncio.to_thread(self._plan, scan, key, shard)
+        _refuse_hidden_equality_deletes(plan, hidden)
         stats = _stats_ids(scan, plan)
         answer = await asyncio.to_thread(
             wire.file_scan_tasks_json, plan.tasks, scan.context.metadata,
@@ -216,6 +217,19 @@ def _missing(kind: Kind) -> NotFound:
     if kind == "task":
         return NoSuchPlanTask("no such plan task")
     return NoSuchPlanId("no such plan")
+
+
+def _refuse_hidden_equality_deletes(plan: Plan, hidden: frozenset[int]) -> None:
+    """403 when an equality delete keyed on a hidden column applies: a client cannot apply it
+    without reading that column, and must not read it (the column is not named)."""
+    if not hidden:
+        return
+    for task in plan.tasks:
+        for delete_file in task.delete_files:
+            if set(delete_file.equality_ids or ()) & hidden:
+                raise Forbidden("rows of this table are deleted by equality deletes on a column "
+                                "hidden from you, which you cannot apply; ask for the table to "
+                                "be compacted")
 
 
 def _stats_ids(scan: Scan, plan: Plan) -> frozenset[int] | None:
