@@ -87,6 +87,11 @@ class Planner:
         Raises ``NotFound`` (unknown snapshot), ``BadRequest`` (invalid range, a filter that
         does not bind, a shard naming manifests the snapshot does not scan) and ``Forbidden``
         (a row filter that does not bind)."""
+        with self.manifests.collector_paused():
+            return self._plan(metadata, io, spec, data_manifests)
+
+    def _plan(self, metadata: TableMetadata, io: FileIO, spec: ScanSpec,
+              data_manifests: tuple[str, ...] | None) -> Plan:
         scope = resolve_scope(metadata, io, spec, self.manifests)
         if scope.snapshot is None:
             return Plan(None, scope.schema, ())
@@ -130,10 +135,11 @@ class Planner:
         metrics) and its residual recomputed; no manifest is read."""
         filters = _filters(metadata, wide.schema, spec)
         keeps_delete = _memo_by_path(filters.deletes)
-        tasks = tuple(
-            FileScanTask(task.file, {d for d in task.delete_files if keeps_delete(d)},
-                         filters.residuals.of(task.file))
-            for task in wide.tasks if filters.data.keeps(task.file))
+        with self.manifests.collector_paused():
+            tasks = tuple(
+                FileScanTask(task.file, {d for d in task.delete_files if keeps_delete(d)},
+                             filters.residuals.of(task.file))
+                for task in wide.tasks if filters.data.keeps(task.file))
         return Plan(wide.snapshot_id, wide.schema, tasks)
 
     def _delete_index(self, metadata: TableMetadata, io: FileIO, scope: Scope,

@@ -8,6 +8,7 @@ exist. Every comparison is on file paths, delete file paths and residuals.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import struct
 import threading
@@ -468,3 +469,43 @@ def test_concurrent_readers_decode_a_manifest_once(bucketed: Crafter) -> None:
     for thread in threads:
         thread.join()
     assert results == [5] * 6 and io.opened == [manifest.manifest_path]
+
+
+def test_planning_pauses_the_collector_and_restores_it(bucketed: Crafter,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    table = bucketed.table
+    seen: list[bool] = []
+    cache = ManifestCache(1_000, freeze_decoded=False)
+    original = cache.entries
+
+    def watched(io: FileIO, manifest: Any) -> Any:
+        seen.append(gc.isenabled())
+        return original(io, manifest)
+
+    monkeypatch.setattr(cache, "entries", watched)
+    planner = Planner(cache, threads=2)
+    assert gc.isenabled()
+    frozen = gc.get_freeze_count()
+    assert len(planner.plan(table.metadata, table.io, ScanSpec()).tasks) == 20
+    assert seen == [False] * 4 and gc.isenabled() and gc.get_freeze_count() == frozen
+    gc.disable()
+    try:
+        planner.plan(table.metadata, table.io, ScanSpec())
+        assert not gc.isenabled(), "a collector that was off stays off"
+    finally:
+        gc.enable()
+    planner.close()
+
+
+def test_a_large_decode_is_frozen_out_of_the_collector(bucketed: Crafter,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("proxy.planning.manifest_cache._FREEZE_MIN_OBJECTS", 1)
+    planner = Planner(ManifestCache(1_000), threads=2)
+    try:
+        gc.unfreeze()
+        plan = planner.plan(bucketed.table.metadata, bucketed.table.io, ScanSpec())
+        assert len(plan.tasks) == 20
+        assert gc.get_freeze_count() > 0 and gc.isenabled()
+    finally:
+        gc.unfreeze()
+        planner.close()
