@@ -262,9 +262,8 @@ def _invalid_bodies(events: BuiltTable) -> dict[str, tuple[Any, set[int]]]:
             {"snapshot-id": s3, "start-snapshot-id": s1, "end-snapshot-id": s3}, {400}),
         "start without end": ({"start-snapshot-id": s1}, {400}),
         "end before start": ({"start-snapshot-id": s3, "end-snapshot-id": s1}, {400}),
-        "unknown snapshot": ({"snapshot-id": 123456789}, {400, 404}),
-        "unknown end snapshot": (
-            {"start-snapshot-id": s1, "end-snapshot-id": 123456789}, {400, 404}),
+        "unknown snapshot": ({"snapshot-id": 123456789}, {404}),
+        "unknown end snapshot": ({"start-snapshot-id": s1, "end-snapshot-id": 123456789}, {404}),
         "filter on an unknown column": ({"filter": bad_filter}, {400}),
         "filter of an unknown type": ({"filter": {"type": "sorta", "term": "id"}}, {400}),
         "filter not an expression": ({"filter": 42}, {400}),
