@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import re
 
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from proxy.admission import Admission
 from proxy.errors import NoSuchPlanId
 from proxy.inbound import InboundRequest
 from proxy.plan_service import PlanService, Scan
-from proxy.planning import wire
 from proxy.planning.request import parse_scan_request, parse_task_request
 
 _OLD_PYICEBERG = re.compile(r"^PyIceberg (0\.(\d|1[0-2]))(\.|$)")
@@ -39,12 +38,12 @@ class PlanHandlers:
     async def plan_table_scan(self, inbound: InboundRequest, admission: Admission) -> Response:
         request = parse_scan_request(inbound.json())
         scan = await self._service.open_scan(inbound, admission, request)
-        return JSONResponse(await self._service.plan(scan, poll=can_poll(inbound)))
+        return _json(await self._service.plan(scan, poll=can_poll(inbound)))
 
     async def fetch_planning_result(self, inbound: InboundRequest,
                                     admission: Admission) -> Response:
         scan = await self._service.reopen(inbound, admission, _plan_id(inbound), kind="plan")
-        return JSONResponse(await self._service.result(scan))
+        return _json(await self._service.result(scan))
 
     async def cancel_planning(self, inbound: InboundRequest, admission: Admission) -> Response:
         await self._service.cancel(inbound, admission, _plan_id(inbound))
@@ -53,7 +52,11 @@ class PlanHandlers:
     async def fetch_scan_tasks(self, inbound: InboundRequest, admission: Admission) -> Response:
         token = parse_task_request(inbound.json())
         scan: Scan = await self._service.reopen(inbound, admission, token, kind="task")
-        return JSONResponse(wire.fetched_tasks(await self._service.shard_tasks(scan), []))
+        return _json(await self._service.shard_tasks(scan))
+
+
+def _json(body: bytes) -> Response:
+    return Response(body, media_type="application/json")
 
 
 def _plan_id(inbound: InboundRequest) -> str:

@@ -14,6 +14,7 @@ an expiry: any replica with the same key serves them, after judging the caller a
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 import time
 from collections.abc import Callable
@@ -84,7 +85,7 @@ class PlanService:
         self._key = (secret.get_secret_value().encode() if secret is not None
                      else secrets.token_bytes(32))
         self._plans = PlanCache(settings.plan_cache_plans, implies)
-        self._answers = AnswerCache(settings.plan_cache_plans)
+        self._answers = AnswerCache(settings.answer_cache_bytes)
         self._jobs = PlanJobs()
 
     async def open_scan(self, inbound: InboundRequest, admission: Admission,
@@ -109,7 +110,7 @@ class PlanService:
         """The scan a plan id or plan task stands for, judged again for this caller: 404 when
         it is another principal's or another table's, 403 when the policy changed what the
         caller may read since it was planned."""
-        claims = unseal(token, self._key, self._clock(), kind=kind)
+        claims = self._unseal(token, kind)
         _check_owner(claims, admission, kind)
         context = await self._reader.for_admission(inbound, admission)
         if str(context.metadata.table_uuid) != claims.table_uuid:
@@ -121,56 +122,75 @@ class PlanService:
         judge(context, request)
         return Scan(context, request, claims, token)
 
-    async def plan(self, scan: Scan, *, poll: bool) -> dict[str, Any]:
-        """The answer to ``POST …/plan``."""
+    def _unseal(self, token: str, kind: Kind) -> TaskClaims:
+        """A token's claims; a plan id that icegov did not issue is an unknown plan (404, as
+        the spec answers unknown plan ids), a plan task that it did not issue is a 400."""
+        try:
+            return unseal(token, self._key, self._clock(), kind=kind)
+        except BadRequest:
+            if kind == "plan":
+                raise NoSuchPlanId("no such plan") from None
+            raise
+
+    async def plan(self, scan: Scan, *, poll: bool) -> bytes:
+        """The answer to ``POST …/plan`` (JSON bytes)."""
         shards = await self._shards(scan)
         files = len(shards) * self._settings.shard_files
         self._audit(scan, shards=len(shards))
         if len(shards) <= 1:
-            return wire.completed_plan(scan.token, await self.tasks_json(scan, None), [])
+            head = wire.completed_plan(scan.token, None, [])
+            return with_tasks(head, await self.tasks_fragment(scan, None))
         if poll and files > self._settings.submit_above_files:
             self._jobs.start(scan.token, self._prepare(scan, shards))
-            return wire.submitted_plan(scan.token)
-        return wire.completed_plan(scan.token, None, self._task_tokens(scan, shards))
+            return _dumps(wire.submitted_plan(scan.token))
+        return _dumps(wire.completed_plan(scan.token, None, self._task_tokens(scan, shards)))
 
-    async def result(self, scan: Scan) -> dict[str, Any]:
+    async def result(self, scan: Scan) -> bytes:
         """The answer to ``GET …/plan/{id}``: ``submitted`` while this replica still prepares
         it, else the completed plan (planned again where it was not prepared here)."""
         if not await self._jobs.wait(scan.token, self._settings.poll_wait_seconds):
-            return wire.submitted_plan(None)
+            return _dumps(wire.submitted_plan(None))
         shards = await self._shards(scan)
         self._audit(scan, shards=len(shards))
         if len(shards) <= 1:
-            return wire.completed_plan(None, await self.tasks_json(scan, None), [])
-        return wire.completed_plan(None, None, self._task_tokens(scan, shards))
+            return with_tasks(wire.completed_plan(None, None, []),
+                              await self.tasks_fragment(scan, None))
+        return _dumps(wire.completed_plan(None, None, self._task_tokens(scan, shards)))
 
     async def cancel(self, inbound: InboundRequest, admission: Admission, plan_id: str) -> None:
         """``DELETE …/plan/{id}``: stops its preparation here; 204 also after it completed."""
-        claims = unseal(plan_id, self._key, self._clock(), kind="plan")
+        claims = self._unseal(plan_id, "plan")
         _check_owner(claims, admission, "plan")
         self._jobs.cancel(plan_id)
 
-    async def shard_tasks(self, scan: Scan) -> dict[str, Any]:
-        """The file scan tasks of one plan task's shard."""
+    async def shard_tasks(self, scan: Scan) -> bytes:
+        """The answer to ``POST …/tasks``: the file scan tasks of one plan task's shard."""
         self._audit(scan, shard_manifests=len(scan.claims.shard))
-        return await self.tasks_json(scan, scan.claims.shard)
+        return with_tasks(wire.fetched_tasks(None, []),
+                          await self.tasks_fragment(scan, scan.claims.shard))
 
-    async def tasks_json(self, scan: Scan, shard: tuple[str, ...] | None) -> dict[str, Any]:
-        """``file-scan-tasks`` and ``delete-files`` of the scan (one shard, or all of it)."""
+    async def tasks_fragment(self, scan: Scan, shard: tuple[str, ...] | None) -> bytes:
+        """The ``"file-scan-tasks": […], "delete-files": […]`` members of an answer, as JSON
+        bytes, for the scan (one shard, or all of it); remembered for repeats."""
         key = self._key_of(scan, shard)
         hidden = hidden_field_ids(scan.context)
         answer_key = (key, hidden, scan.context.metadata.current_schema_id)
         cached = self._answers.get(answer_key)
-        if cached is not None:
-            return cached
-        plan = await asyncio.to_thread(self._plan, scan, key, shard)
-        _refuse_hidden_equality_deletes(plan, hidden)
-        stats = _stats_ids(scan, plan)
-        answer = await asyncio.to_thread(
-            wire.file_scan_tasks_json, plan.tasks, scan.context.metadata,
-            hidden_field_ids=hidden, stats_fields=stats)
-        self._answers.put(answer_key, answer)
-        return answer
+        if cached is None:
+            cached = await asyncio.to_thread(self._fragment, scan, key, shard, hidden)
+            self._answers.put(answer_key, cached)
+        return cached
+
+    def _fragment(self, scan: Scan, key: PlanKey, shard: tuple[str, ...] | None,
+                  hidden: frozenset[int]) -> bytes:
+        """Plan, judge the deletes, and write the tasks (in a worker thread, collector off)."""
+        with self._planner.manifests.collector_paused():
+            plan = self._plan(scan, key, shard)
+            _refuse_hidden_equality_deletes(plan, hidden)
+            answer = wire.file_scan_tasks_json(
+                plan.tasks, scan.context.metadata, hidden_field_ids=hidden,
+                stats_fields=_stats_ids(scan, plan))
+            return _dumps(answer)[1:-1]
 
     def _plan(self, scan: Scan, key: PlanKey, shard: tuple[str, ...] | None) -> Plan:
         state, spec = scan.context.state, scan.spec()
@@ -190,7 +210,7 @@ class PlanService:
 
     async def _prepare(self, scan: Scan, shards: list[tuple[str, ...]]) -> None:
         for shard in shards:
-            await self.tasks_json(scan, shard)
+            await self.tasks_fragment(scan, shard)
 
     def _task_tokens(self, scan: Scan, shards: list[tuple[str, ...]]) -> list[str]:
         return [seal(replace(scan.claims, kind="task", shard=shard, nonce=""), self._key)
@@ -246,18 +266,29 @@ def _stats_ids(scan: Scan, plan: Plan) -> frozenset[int] | None:
     return frozenset(ids)
 
 
+def _dumps(body: Any) -> bytes:
+    return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
+
+
+def with_tasks(head: dict[str, Any], fragment: bytes) -> bytes:
+    """``head`` (an answer without tasks) as JSON bytes with the tasks ``fragment`` spliced in."""
+    rest = {k: v for k, v in head.items() if k not in ("file-scan-tasks", "delete-files")}
+    opening = _dumps(rest)[:-1]
+    return opening + (b"," if rest else b"") + fragment + b"}"
+
+
 class AnswerCache:
-    """The JSON-ready task answers of recent plans (what a warm plan serves without planning)."""
+    """Recent tasks fragments (JSON bytes), at most ``capacity`` bytes in all: what a warm plan
+    serves without planning or writing JSON again."""
 
     def __init__(self, capacity: int) -> None:
-        self._lru: SizedLru[Any, dict[str, Any]] = SizedLru(
-            max(capacity, 1), size=lambda _: 1)
+        self._lru: SizedLru[Any, bytes] = SizedLru(capacity, size=len)
 
-    def get(self, key: Any) -> dict[str, Any] | None:
+    def get(self, key: Any) -> bytes | None:
         return self._lru.get(key)
 
-    def put(self, key: Any, value: dict[str, Any]) -> None:
+    def put(self, key: Any, value: bytes) -> None:
         self._lru.put(key, value)
 
 
-__all__ = ["PlanService", "Scan", "pinned"]
+__all__ = ["PlanService", "Scan", "pinned", "with_tasks"]

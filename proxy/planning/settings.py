@@ -19,11 +19,10 @@ class PlanningSettings(BaseModel):
         default=None, description="HMAC key for plan ids and plan tasks (shared by replicas).")
     task_ttl_seconds: int = Field(
         default=3600, gt=0, le=7 * 24 * 3600, description="How long a plan id or task is valid.")
-    inline_max_files: int = Field(
-        default=20_000, gt=0,
-        description="A plan whose data manifests list more files is answered with plan tasks.")
     shard_files: int = Field(
-        default=20_000, gt=0, description="About how many files one plan task covers.")
+        default=20_000, gt=0,
+        description="About how many files one plan task covers; a plan over more than one "
+                    "shard is answered with plan tasks.")
     submit_above_files: int = Field(
         default=1_000_000, gt=0,
         description="A plan listing more files is answered 'submitted' to clients that poll.")
@@ -32,6 +31,9 @@ class PlanningSettings(BaseModel):
     manifest_cache_entries: int = Field(
         default=2_000_000, ge=0, description="Manifest entries kept decoded in memory.")
     plan_cache_plans: int = Field(default=256, ge=0, description="Plans kept for reuse.")
+    answer_cache_bytes: int = Field(
+        default=256 * 1024 * 1024, ge=0,
+        description="Planned tasks kept as written JSON (bytes), served again as they are.")
     threads: int = Field(default=4, gt=0, le=64, description="Manifests read in parallel.")
     mask_capable_clients: tuple[str, ...] = Field(
         default=(),
