@@ -284,6 +284,19 @@ def _assert_only_eu(plan: RawPlan) -> None:
         assert "/region=eu/" in data_file["file-path"], data_file
 
 
+def test_eu_analyst_time_travel_and_incremental_plans_hold_only_eu_files(reads: Served) -> None:
+    admin = rest(reads.url, ADMIN).load_table(ORDERS)
+    first, _, last = (s.snapshot_id for s in admin.snapshots())
+    eu_files = files_by_region(admin)["eu"]
+    eu = planner(reads.url, EU_ANALYST)
+    old = eu.completed(ORDERS, {"snapshot-id": first})
+    _assert_only_eu(old)
+    assert len(old.data_files()) == 1 and set(old.data_files()) < eu_files
+    later = eu.completed(ORDERS, {"start-snapshot-id": first, "end-snapshot-id": last})
+    _assert_only_eu(later)
+    assert set(later.data_files()) == eu_files - set(old.data_files())
+
+
 def test_eu_analyst_reads_exactly_the_eu_rows_through_server_planning(reads: Served) -> None:
     table = rest(reads.url, EU_ANALYST, server=True).load_table(ORDERS)
     assert rows_of(table.scan().to_arrow()) == order_rows("eu")
@@ -374,6 +387,23 @@ def test_a_schema_change_is_refused(writes: Served, customers: Table) -> None:
 
     _refused(writes, CUSTOMERS, add_column, "would drop values")
     assert names(rest(writes.url, ADMIN).load_table(CUSTOMERS)) == list(CUSTOMER_COLUMNS)
+
+
+def test_a_renamed_denied_column_stays_hidden(writes: Served, customers: Table) -> None:
+    first = customers.metadata.current_snapshot_id
+    with customers.update_schema() as update:  # admin renames ssn; the rule names ssn
+        update.rename_column("ssn", "tax_id")
+    table = rest(writes.url, ANALYST).load_table(CUSTOMERS)
+    assert names(table) == list(ANALYST_COLUMNS)
+    for schema in table.metadata.schemas:
+        assert not {f.name for f in schema.fields} & {"ssn", "tax_id", "email"}
+    analyst = planner(writes.url, ANALYST)
+    assert_error_model(analyst.plan(CUSTOMERS, {"select": ["tax_id"]}), 403)
+    old_schema = {"snapshot-id": first, "use-snapshot-schema": True, "select": ["ssn"]}
+    assert_error_model(analyst.plan(CUSTOMERS, old_schema), 403)
+    plan = analyst.completed(CUSTOMERS, {"stats-fields": ["id", "name", "region"]})
+    for content_file in _data_files(plan):
+        assert all(ids <= ANALYST_IDS for ids in stats_field_ids(content_file).values())
 
 
 def test_an_append_is_refused_when_a_hidden_column_is_required(writes: Served) -> None:
