@@ -22,6 +22,7 @@ from proxy.commits import check_classification_complete
 from proxy.committer import Committer
 from proxy.config_handler import ConfigHandler
 from proxy.context import RequestContextMiddleware
+from proxy.credentials_handler import CredentialsHandler
 from proxy.dispatch import iceberg_app
 from proxy.enforce import CatalogNames, Gate
 from proxy.evidence import ChangeClassifier
@@ -159,8 +160,10 @@ def _read_handlers(forwarder: Forwarder, answers: TableAnswers, views: ReadViews
     service = PlanService(TableReader(forwarder.fetch, views), planner, settings.planning,
                           generation)
     plans = PlanHandlers(service)
+    credentials = CredentialsHandler(forwarder, answers, service)
     return {
         "load_table": load.load_table,
+        "load_credentials": credentials.load_credentials,
         "plan_table_scan": plans.plan_table_scan,
         "fetch_planning_result": plans.fetch_planning_result,
         "cancel_planning": plans.cancel_planning,

@@ -5,8 +5,9 @@ Every client that plans itself (Spark 1.10, Trino, metadata tables, incremental 
 loadTable says, so the answer itself carries a principal's column restrictions: the schemas lose
 the hidden columns (ids kept), the table config asks clients to plan on the server, and the
 spec's ``read-restrictions`` declares masks and the row filter (``proxy.reads.projection``). A
-commit's answer carries the same metadata and is projected the same way. A principal no column
-or row rule can touch gets the backing's bytes unchanged.
+commit's answer carries the same metadata and is projected the same way, and neither carries
+storage credentials (``proxy.reads.credentials``). A principal no column or row rule can touch
+gets the backing's bytes unchanged.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from proxy.errors import BackingFailed
 from proxy.governance import Principal
 from proxy.inbound import InboundRequest
 from proxy.read_views import ReadViews, describe
+from proxy.reads.credentials import without_credentials
 from proxy.reads.projection import project_load_result
 from proxy.resources import Resource
 
@@ -55,7 +57,7 @@ class TableAnswers:
             return None
         evidence.append({"resource": str(table), "read_view": describe(view)})
         applies_masks = self._views.applies_masks(inbound.headers)
-        return project_load_result(result, view, applies_masks=applies_masks)
+        return without_credentials(project_load_result(result, view, applies_masks=applies_masks))
 
     async def project_response(self, response: Response, inbound: InboundRequest,
                                admission: Admission, table: Resource) -> Response:

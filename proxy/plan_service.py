@@ -157,6 +157,10 @@ class PlanService:
                               await self.tasks_fragment(scan, None))
         return _dumps(wire.completed_plan(None, None, self._task_tokens(scan, shards)))
 
+    def check_plan_id(self, plan_id: str, admission: Admission) -> None:
+        """404 unless ``plan_id`` is a live plan icegov issued to this caller for this table."""
+        _check_owner(self._unseal(plan_id, "plan"), admission, "plan")
+
     async def cancel(self, inbound: InboundRequest, admission: Admission, plan_id: str) -> None:
         """``DELETE …/plan/{id}``: stops its preparation here; 204 also after it completed."""
         claims = self._unseal(plan_id, "plan")

@@ -83,7 +83,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("HEAD", _TABLE, "table_exists"),
     Endpoint("POST", _TABLE, "commit_table", commit=True, json_body=True, owned=True),
     Endpoint("DELETE", _TABLE, "drop_table"),
-    Endpoint("GET", _TABLE + "/credentials", "load_credentials"),
+    Endpoint("GET", _TABLE + "/credentials", "load_credentials", owned=True),
     Endpoint("POST", _TABLE + "/metrics", "report_metrics", json_body=True),
     Endpoint("POST", _TABLE + "/plan", "plan_table_scan", json_body=True, owned=True),
     Endpoint("GET", _TABLE + "/plan/{plan-id}", "fetch_planning_result", owned=True),

@@ -1,0 +1,40 @@
+"""``GET …/tables/{t}/credentials`` (with or without ``?planId=``): the backing's storage
+credentials, forwarded only where the backing vends them and only to a principal whose reads
+policy does not restrict (a credential reads whole files, hidden columns and rows included).
+
+A ``planId`` must be a plan icegov issued to this caller for this table (404 otherwise); the
+backing knows nothing of icegov's plans, so it is asked for the table's credentials.
+"""
+
+from __future__ import annotations
+
+from starlette.responses import Response
+
+from proxy.admission import Admission
+from proxy.backing.forward import Forwarder, relayed
+from proxy.errors import Forbidden
+from proxy.inbound import InboundRequest
+from proxy.load_handler import TableAnswers
+from proxy.plan_service import PlanService
+
+
+class CredentialsHandler:
+    """Answers the credentials endpoint."""
+
+    def __init__(self, forwarder: Forwarder, answers: TableAnswers, plans: PlanService) -> None:
+        self._forwarder = forwarder
+        self._answers = answers
+        self._plans = plans
+
+    async def load_credentials(self, inbound: InboundRequest, admission: Admission) -> Response:
+        table = admission.intent.needs[0].resource
+        plan_id = inbound.query("planId")
+        if plan_id is not None:
+            self._plans.check_plan_id(plan_id, admission)
+        if self._answers.restricted(admission.principal, table):
+            raise Forbidden(f"column or row rules restrict what you may read of {table.name}: "
+                            "storage credentials would read whole files, so none are vended")
+        if plan_id is None:
+            return await self._forwarder.forward(inbound)
+        upstream = await self._forwarder.fetch(inbound.raw_path, b"", inbound.headers)
+        return relayed(upstream, upstream.content)

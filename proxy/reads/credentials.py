@@ -1,0 +1,33 @@
+"""Storage credentials are never handed to a principal that column or row rules restrict.
+
+A storage credential reads whole files: every column of every row, whatever the policy hides.
+For a restricted principal, the LoadTableResult's ``storage-credentials`` are dropped, and so
+are the ``config`` properties that carry a secret (FileIO's S3, ADLS and GCS keys, tokens,
+connection strings); the credentials endpoint refuses it (``proxy.credentials_handler``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SECRET_PROPERTIES = (
+    "s3.access-key-id", "s3.secret-access-key", "s3.session-token",
+    "client.access-key-id", "client.secret-access-key", "client.session-token",
+    "adls.connection-string", "adls.account-key", "adls.sas-token", "adls.token",
+    "gcs.oauth2.token", "gcs.service-account", "gcp.oauth2.token", "token",
+)
+"""Config keys (or key prefixes: ``adls.sas-token.<account>``) that carry a credential."""
+
+
+def is_secret_property(key: str) -> bool:
+    """True for a config key that carries a storage credential."""
+    return any(key == p or key.startswith(p + ".") for p in SECRET_PROPERTIES)
+
+
+def without_credentials(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` (a LoadTableResult-like dict) without storage credentials (a new dict)."""
+    cleaned = {k: v for k, v in result.items() if k != "storage-credentials"}
+    config = result.get("config")
+    if isinstance(config, dict):
+        cleaned["config"] = {k: v for k, v in config.items() if not is_secret_property(str(k))}
+    return cleaned
