@@ -280,6 +280,8 @@ class Planned:
 
     seconds: float
     paths: set[str] = field(default_factory=set)
+    responses: int = 0  # through icegov: the plan response and one per plan task
+    body_bytes: int = 0
 
 
 def plan_locally(catalog: SqlCatalog, identifier: str, scan: Scan) -> Planned:
@@ -414,7 +416,7 @@ def scan_task_paths(bodies: list[bytes]) -> set[str]:
 
 def plan_through(client: PlanClient, scan: Scan) -> Planned:
     seconds, bodies = client.plan(scan)
-    return Planned(seconds, scan_task_paths(bodies))
+    return Planned(seconds, scan_task_paths(bodies), len(bodies), sum(map(len, bodies)))
 
 
 # -- one run ---------------------------------------------------------------------------------
@@ -428,12 +430,16 @@ class Results:
 
     seconds: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     expected: dict[str, set[str]] = field(default_factory=dict)
+    wire: dict[str, str] = field(default_factory=dict)  # per scan: responses and bytes
     problems: list[str] = field(default_factory=list)
 
     def record(self, scan: str, arm: str, planned: Planned) -> None:
         self.seconds.setdefault(scan, {}).setdefault(arm, []).append(planned.seconds)
         if arm == "L":
             self.expected.setdefault(scan, planned.paths)
+        if arm == "C":
+            self.wire[scan] = (f"{planned.responses} responses, "
+                               f"{planned.body_bytes / 1e6:.1f} MB of JSON")
         expected = self.expected.get(scan)
         if expected is not None and planned.paths != expected:
             self.problems.append(f"{scan} ({arm}): {len(planned.paths):,} files, "
@@ -517,6 +523,7 @@ def report(results: Results, setup: Setup, runs: int) -> None:
     print("\nall samples (ms): " + "; ".join(
         f"{scan} {arm} " + "/".join(ms(s) for s in samples)
         for scan, arms in results.seconds.items() for arm, samples in arms.items()))
+    print("through icegov: " + "; ".join(f"{scan} {wire}" for scan, wire in results.wire.items()))
     print("files: " + ("every icegov plan returned exactly the files of local planning"
                        if not results.problems else "MISMATCH: " + "; ".join(results.problems)))
     sys.stdout.flush()
