@@ -177,22 +177,24 @@ class PlanService:
         """The ``"file-scan-tasks": […], "delete-files": […]`` members of an answer, as JSON
         bytes, for the scan (one shard, or all of it); remembered for repeats."""
         key = self._key_of(scan, shard)
-        hidden = hidden_field_ids(scan.context)
+        hidden = (hidden_field_ids(scan.context),
+                  hidden_field_ids(scan.context, for_statistics=True))
         answer_key = (key, hidden, scan.context.metadata.current_schema_id)
         cached = self._answers.get(answer_key)
         if cached is None:
-            cached = await asyncio.to_thread(self._fragment, scan, key, shard, hidden)
+            cached = await asyncio.to_thread(self._fragment, scan, key, shard, *hidden)
             self._answers.put(answer_key, cached)
         return cached
 
     def _fragment(self, scan: Scan, key: PlanKey, shard: tuple[str, ...] | None,
-                  hidden: frozenset[int]) -> bytes:
-        """Plan, judge the deletes, and write the tasks (in a worker thread, collector off)."""
+                  hidden: frozenset[int], no_statistics: frozenset[int]) -> bytes:
+        """Plan, judge the deletes, and write the tasks (in a worker thread, collector off):
+        no statistics of ``no_statistics`` (hidden and masked columns)."""
         with self._planner.manifests.collector_paused():
             plan = self._plan(scan, key, shard)
             _refuse_hidden_equality_deletes(plan, hidden)
             answer = wire.file_scan_tasks_json(
-                plan.tasks, scan.context.metadata, hidden_field_ids=hidden,
+                plan.tasks, scan.context.metadata, hidden_field_ids=no_statistics,
                 stats_fields=_stats_ids(scan, plan))
             return _dumps(answer)[1:-1]
 

@@ -98,10 +98,12 @@ def _has_field(schema: Schema, name: str, case_sensitive: bool) -> bool:
     return True
 
 
-def hidden_field_ids(context: ReadContext) -> frozenset[int]:
+def hidden_field_ids(context: ReadContext, *, for_statistics: bool = False) -> frozenset[int]:
     """Field ids (nested ones included) of the columns the client must not receive, in every
-    schema the table has had."""
-    hidden = context.view.hidden(context.applies_masks)
+    schema the table has had; ``for_statistics``: also the masked columns a client that
+    applies masks reads (their bounds would show the raw values)."""
+    applies_masks = context.applies_masks and not for_statistics
+    hidden = context.view.hidden(applies_masks)
     ids: set[int] = set()
     for schema in context.metadata.schemas:
         for top in schema.fields:

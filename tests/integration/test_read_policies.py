@@ -216,9 +216,6 @@ def test_plans_carry_no_statistics_of_hidden_columns(reads: Served) -> None:
         assert stats_field_ids(content_file) == {}
 
 
-@pytest.mark.xfail(strict=True, reason="bug: proxy/plan_service.py PlanService.tasks_json strips "
-                   "statistics of view.hidden(applies_masks) only, so a mask-capable client "
-                   "receives the masked column's raw bounds")
 def test_a_mask_capable_client_gets_no_statistics_of_the_masked_column(reads: Served) -> None:
     """It may read ``email`` (it applies the mask), but bounds would show the raw values."""
     masker = planner(reads.url, ANALYST, **{"X-Client-Version": MASK_CAPABLE_CLIENT})
