@@ -26,10 +26,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import ForbiddenError
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
-from pyiceberg.transforms import IdentityTransform, TruncateTransform
+from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import (
     BinaryType,
     BooleanType,
@@ -76,6 +77,8 @@ EXTRA_RULES = (
     # the same restrictions on two more tables, partitioned by the hidden columns
     "p, analyst, icegov.demo.by_ssn.ssn, SELECT, deny",
     "p, analyst, icegov.demo.by_email.email, SELECT, mask:show-last-4",
+    # a row filter on a table whose columns differ only by case
+    "p, eu-analyst, icegov.demo.twin, SELECT, filter:region = 'eu'",
     # analyst owns a sandbox namespace (a common grant: a scratch space for analysts)
     "p, analyst, icegov.scratch, BROWSE, allow",
     "p, analyst, icegov.scratch.*, *, allow",
@@ -178,7 +181,7 @@ def _all_text(response: httpx.Response) -> str:
     "proxy/plan_service.py PlanService.open_scan / read_context.judge never check the specs"))
 @pytest.mark.parametrize(("table", "transform", "column"), [
     ("by_ssn", IdentityTransform(), 4),        # denied column, identity partition
-    ("by_email", TruncateTransform(8), 3),     # masked column (show-last-4), truncate[8]
+    ("by_email", IdentityTransform(), 3),      # masked column (show-last-4)
 ])
 def test_partition_values_of_a_hidden_column_never_leave_in_a_plan(
         world: World, table: str, transform: Any, column: int) -> None:
@@ -186,7 +189,7 @@ def test_partition_values_of_a_hidden_column_never_leave_in_a_plan(
     _customers(world.admin, table, spec)
     assert_error_model(world.as_(ANALYST).get(f"{TABLES}/{table}"), 403)  # loadTable refuses
     answer = world.plan(ANALYST, table, {"select": ["id"]})
-    leaked = [v for v in SSN + ["user1@e", "user2@e", "user3@e"] if v in answer.text]
+    leaked = [v for v in SSN + [f"user{i}@example.org" for i in (1, 2, 3)] if v in answer.text]
     assert answer.status_code == 403 and not leaked, (answer.status_code, leaked)
 
 
@@ -249,6 +252,30 @@ def test_load_table_properties_do_not_name_a_denied_column(world: World) -> None
     loaded = world.as_(ANALYST).get(f"{TABLES}/customers")
     assert loaded.status_code == 200
     assert "ssn" not in json.dumps(loaded.json()["metadata"].get("properties", {})).lower()
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "FINDING 6 (medium): the principal's row filter is bound with the *client's* "
+    "case-sensitive flag (proxy/planning/planner.py _filters: And(filter, row_filter) in one "
+    "Pruner; pruning.check_filters likewise): on a table with columns 'region' and 'REGION', "
+    "'case-sensitive: false' makes pyiceberg bind the policy's region = 'eu' to REGION, and "
+    "files whose region is never 'eu' are handed out"))
+def test_case_insensitive_scans_cannot_rebind_the_row_filter(world: World) -> None:
+    if world.admin.table_exists("demo.twin"):
+        world.admin.drop_table("demo.twin")
+    schema = Schema(NestedField(1, "id", LongType(), required=False),
+                    NestedField(2, "region", StringType(), required=False),
+                    NestedField(3, "REGION", StringType(), required=False))
+    table = world.admin.create_table("demo.twin", schema)
+    for region, other in (("us", "eu"), ("eu", "us")):
+        table.append(pa.table({"id": pa.array([1], pa.int64()), "region": [region],
+                               "REGION": [other]}))
+    exact = world.plan(EU_ANALYST, "twin", {})
+    folded = world.plan(EU_ANALYST, "twin", {"case-sensitive": False})
+    assert exact.status_code == 200 and len(_paths(exact.json())) == 1
+    assert folded.status_code in (200, 400, 403)
+    if folded.status_code == 200:
+        assert _paths(folded.json()) == _paths(exact.json())
 
 
 # == attacks icegov refuses =================================================================
@@ -373,8 +400,9 @@ def test_a_column_restricted_writer_cannot_rewrite_data(world: World) -> None:
     table = deleter.load_table("demo.customers")
     assert [f.name for f in table.schema().fields] == ["id", "name", "email"]
     before = world.admin.load_table("demo.customers").metadata.current_snapshot_id
-    with pytest.raises(Exception, match="403|[Ff]orbidden|refused"):
-        table.overwrite(pa.table({"id": pa.array([9], pa.int64()), "name": ["x"], "email": ["e"]}))
+    with pytest.raises(ForbiddenError):
+        table.overwrite(pa.table({"id": pa.array([9], pa.int64()), "name": ["x"],
+                                  "email": ["e"]}))
     assert world.admin.load_table("demo.customers").metadata.current_snapshot_id == before
 
 
