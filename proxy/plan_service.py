@@ -29,7 +29,7 @@ from proxy.errors import BadRequest, Forbidden, NoSuchPlanId, NoSuchPlanTask, No
 from proxy.inbound import InboundRequest
 from proxy.plan_jobs import PlanJobs
 from proxy.planning import wire
-from proxy.planning.expressions import implies
+from proxy.planning.implication import implies
 from proxy.planning.plan_cache import PlanCache, PlanKey
 from proxy.planning.planner import Plan, Planner, ScanSpec
 from proxy.planning.request import ScanRequest, parse_scan_request

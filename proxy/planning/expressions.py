@@ -13,7 +13,8 @@ Accepted on input (``parse_filter``), in any mix:
   ``{"type": "apply", ...}``; unary and set predicates name their operand as ``child``; set
   values may be ``{"type": "literals", "values": [...]}``.
 
-Literal types come from binding (``bind_filter``), never from the JSON.
+Literal types come from binding (``proxy.planning.filter_json.bind_filter``), never from
+the JSON.
 
 **What cannot be translated weakens, never narrows.** pyiceberg binds only plain column
 references. A predicate over a transform other than ``identity`` (``day(ts) = ...``), a function
@@ -24,7 +25,8 @@ client applies its own filter to the rows it reads, so the answer stays correct;
 whether this happened. Columns named anywhere, translated or not, are in ``columns`` (for the
 policy check).
 
-On output (``filter_to_json``) the legacy form is written, which is the only form Java 1.11 reads.
+Writing filters back to the wire and binding them: ``proxy.planning.filter_json``; cache keys
+and implication between filters: ``proxy.planning.implication``.
 """
 
 from __future__ import annotations
@@ -35,17 +37,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pyiceberg.conversions import to_json
-from pyiceberg.exceptions import ResolveError
 from pyiceberg.expressions import (
     AlwaysFalse,
     AlwaysTrue,
     And,
     BooleanExpression,
-    BoundLiteralPredicate,
-    BoundPredicate,
-    BoundReference,
-    BoundSetPredicate,
     EqualTo,
     GreaterThan,
     GreaterThanOrEqual,
@@ -54,7 +50,6 @@ from pyiceberg.expressions import (
     IsNull,
     LessThan,
     LessThanOrEqual,
-    LiteralPredicate,
     Not,
     NotEqualTo,
     NotIn,
@@ -62,21 +57,8 @@ from pyiceberg.expressions import (
     NotNull,
     NotStartsWith,
     Or,
-    Reference,
-    SetPredicate,
     StartsWith,
-    UnboundPredicate,
 )
-from pyiceberg.expressions.literals import (
-    BinaryLiteral,
-    DateLiteral,
-    Literal,
-    StringLiteral,
-    TimeLiteral,
-)
-from pyiceberg.expressions.visitors import bind
-from pyiceberg.schema import Schema
-from pyiceberg.types import BinaryType, DateType, FixedType, PrimitiveType, TimeType
 
 from proxy.errors import BadRequest
 
@@ -342,296 +324,3 @@ def _literal(value: Any, kind: str) -> Any:
 def canonical_json(obj: Any) -> str:
     """Compact JSON with sorted keys: the one spelling of a JSON value."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-# ---- writing: the legacy form Java 1.11 reads ----------------------------------------------
-
-_TYPE_OF: dict[Any, str] = {cls: name for table in (UNARY, COMPARISON, SETS)
-                             for name, cls in table.items()}
-
-
-def filter_to_json(expr: BooleanExpression, schema: Schema | None = None) -> Any:
-    """``expr`` in the legacy wire form (bare ``true`` / ``false``, column names as terms).
-
-    Bound expressions are written by column name: the full dotted name when ``schema`` is given,
-    else the field's own name. ``ValueError`` for an expression that has no wire form (a bound
-    transform, a custom expression class): callers writing a residual fall back to ``true``.
-    """
-    if isinstance(expr, AlwaysTrue):
-        return True
-    if isinstance(expr, AlwaysFalse):
-        return False
-    if isinstance(expr, And | Or):
-        return {"type": "and" if isinstance(expr, And) else "or",
-                "left": filter_to_json(expr.left, schema),
-                "right": filter_to_json(expr.right, schema)}
-    if isinstance(expr, Not):
-        return {"type": "not", "child": filter_to_json(expr.child, schema)}
-    kind, term, values = _predicate_parts(expr, schema)
-    body: dict[str, Any] = {"type": kind, "term": term}
-    if kind in COMPARISON:
-        body["value"] = values[0]
-    elif kind in SETS:
-        body["values"] = sorted(values, key=canonical_json)
-    return body
-
-
-def _predicate_parts(expr: BooleanExpression,
-                     schema: Schema | None) -> tuple[str, str, list[Any]]:
-    """(wire type, column name, JSON literal values) of one predicate."""
-    if isinstance(expr, UnboundPredicate):
-        kind = _TYPE_OF.get(type(expr))
-        if kind is None or not isinstance(expr.term, Reference):
-            raise ValueError(f"no wire form for {type(expr).__name__}")
-        return kind, expr.term.name, [_unbound_value(lit) for lit in _literals(expr)]
-    if isinstance(expr, BoundPredicate):
-        kind = _TYPE_OF.get(expr.as_unbound)
-        if kind is None or not isinstance(expr.term, BoundReference):
-            raise ValueError(f"no wire form for {type(expr).__name__}")
-        field = expr.term.ref().field
-        name = schema.find_column_name(field.field_id) if schema is not None else None
-        values = [_bound_value(field.field_type, lit.value) for lit in _literals(expr)]
-        return kind, name or field.name, values
-    raise ValueError(f"no wire form for {type(expr).__name__}")
-
-
-def _literals(expr: BooleanExpression) -> list[Literal[Any]]:
-    if isinstance(expr, LiteralPredicate | BoundLiteralPredicate):
-        return [expr.literal]
-    if isinstance(expr, SetPredicate | BoundSetPredicate):
-        return list(expr.literals)
-    return []
-
-
-def _bound_value(field_type: Any, value: Any) -> Any:
-    if isinstance(field_type, BinaryType | FixedType) and isinstance(value, bytes):
-        return value.hex().upper()  # the spec's hex is uppercase
-    if isinstance(field_type, PrimitiveType):
-        return to_json(field_type, value)
-    raise ValueError("a predicate on a non-primitive column has no wire form")
-
-
-def _unbound_value(lit: Literal[Any]) -> Any:
-    """An unbound literal as Java's parser reads it back to the same value once bound."""
-    value = lit.value
-    if isinstance(lit, DateLiteral):
-        return to_json(DateType(), value)
-    if isinstance(lit, TimeLiteral):
-        return to_json(TimeType(), value)
-    if isinstance(value, bool | int | float | str):
-        return value  # timestamps stay microseconds: Java and pyiceberg bind longs to them
-    if isinstance(value, bytes):
-        return value.hex().upper()
-    return str(value)  # Decimal, UUID
-
-
-def referenced_columns(expr: BooleanExpression) -> frozenset[str]:
-    """The column names an expression names, as written (bound: the fields' own names).
-
-    For a filter parsed from the wire prefer ``ParsedFilter.columns``: it also holds the columns
-    of predicates that were weakened away. A dotted name is returned whole: the handler resolves
-    it to its top-level column against the schema (a top-level name may itself contain dots).
-    """
-    names: set[str] = set()
-    _walk(expr, lambda p: names.add(_term_name(p)))
-    return frozenset(names)
-
-
-def _term_name(predicate: BooleanExpression) -> str:
-    if isinstance(predicate, UnboundPredicate) and isinstance(predicate.term, Reference):
-        return predicate.term.name
-    if isinstance(predicate, BoundPredicate):
-        return predicate.term.ref().field.name
-    raise ValueError(f"unexpected predicate {type(predicate).__name__}")
-
-
-def _walk(expr: BooleanExpression, visit: Any) -> None:
-    if isinstance(expr, And | Or):
-        _walk(expr.left, visit)
-        _walk(expr.right, visit)
-    elif isinstance(expr, Not):
-        _walk(expr.child, visit)
-    elif isinstance(expr, UnboundPredicate | BoundPredicate):
-        visit(expr)
-
-
-# ---- binding --------------------------------------------------------------------------------
-
-
-def bind_filter(expr: BooleanExpression, schema: Schema, case_sensitive: bool) -> BooleanExpression:
-    """``expr`` bound to ``schema``; ``BadRequest`` when it names no column of the schema or a
-    literal does not convert to its column's type. Hex strings (how Java writes binary and fixed
-    literals) are decoded for binary and fixed columns first."""
-    try:
-        return bind(schema, _decode_binary(expr, schema, case_sensitive), case_sensitive)
-    except (ValueError, TypeError, ArithmeticError, ResolveError) as exc:
-        raise BadRequest(f"the filter does not apply to the table's schema: "
-                         f"{str(exc)[:200]}") from exc
-
-
-def _decode_binary(expr: BooleanExpression, schema: Schema,
-                   case_sensitive: bool) -> BooleanExpression:
-    if isinstance(expr, And | Or):
-        left = _decode_binary(expr.left, schema, case_sensitive)
-        right = _decode_binary(expr.right, schema, case_sensitive)
-        return And(left, right) if isinstance(expr, And) else Or(left, right)
-    if isinstance(expr, Not):
-        return Not(_decode_binary(expr.child, schema, case_sensitive))
-    if not isinstance(expr, LiteralPredicate | SetPredicate) or not isinstance(expr.term,
-                                                                               Reference):
-        return expr
-    try:
-        field = schema.find_field(expr.term.name, case_sensitive)
-    except ValueError:
-        return expr  # bind reports it
-    if not isinstance(field.field_type, BinaryType | FixedType):
-        return expr
-    decoded = [_hex_literal(lit) for lit in _literals(expr)]
-    if isinstance(expr, LiteralPredicate):
-        return type(expr)(expr.term, decoded[0])
-    return type(expr)(expr.term, decoded)
-
-
-def _hex_literal(lit: Literal[Any]) -> Literal[Any]:
-    if not isinstance(lit, StringLiteral):
-        return lit
-    try:
-        return BinaryLiteral(bytes.fromhex(lit.value))
-    except ValueError:
-        raise BadRequest("the filter compares a binary column with a value that is not "
-                         "hexadecimal") from None
-
-
-# ---- keys and implication (sound, not complete) -------------------------------------------
-
-
-def normalized_key(expr: BooleanExpression) -> str:
-    """A canonical string of ``expr`` for cache keys: nested ``and`` / ``or`` are flattened
-    and their operands sorted and deduplicated, set values sorted. Equal keys mean equal
-    filters; different keys may still be equivalent filters."""
-    return canonical_json(_canon(expr))
-
-
-def _canon(expr: BooleanExpression) -> Any:
-    if isinstance(expr, And | Or):
-        kind = And if isinstance(expr, And) else Or
-        operands = {canonical_json(_canon(e)) for e in _flatten(expr, kind)}
-        return {"type": "and" if kind is And else "or", "of": sorted(operands)}
-    if isinstance(expr, Not):
-        return {"type": "not", "child": _canon(expr.child)}
-    if isinstance(expr, BoundPredicate) and isinstance(expr.term, BoundReference):
-        name, _, values = _predicate_parts(expr, None)  # by field id: leaf names repeat
-        return {"type": name, "field-id": expr.term.ref().field.field_id,
-                "values": sorted(values, key=canonical_json)}
-    return filter_to_json(expr)
-
-
-def _flatten(expr: BooleanExpression, kind: type) -> list[BooleanExpression]:
-    if isinstance(expr, kind) and isinstance(expr, And | Or):
-        return _flatten(expr.left, kind) + _flatten(expr.right, kind)
-    return [expr]
-
-
-def conjuncts(expr: BooleanExpression) -> frozenset[str]:
-    """The canonical keys of the top-level conjuncts of ``expr`` (``true`` has none)."""
-    if isinstance(expr, AlwaysTrue):
-        return frozenset()
-    return frozenset(normalized_key(e) for e in _flatten(expr, And))
-
-
-def implies(narrow: BooleanExpression, wide: BooleanExpression) -> bool:
-    """True only when every row ``narrow`` accepts is certainly accepted by ``wide`` (both
-    unbound over the same schema and case sensitivity, or both bound to the same schema).
-
-    Sound, not complete: each conjunct of ``wide`` must follow from one conjunct of ``narrow``
-    (the same predicate; ``x = 5`` ⇒ ``x in (5, 6)``; ``x > 10`` ⇒ ``x >= 3`` for integer
-    literals; ``starts-with 'ab'`` ⇒ ``starts-with 'a'``; any comparison ⇒ ``not-null``), or
-    from one of its disjuncts being so implied."""
-    if isinstance(wide, AlwaysTrue) or isinstance(narrow, AlwaysFalse):
-        return True
-    narrow_parts = _flatten(narrow, And)
-    return all(any(_implies_atom(n, w) for n in narrow_parts) for w in _flatten(wide, And))
-
-
-def _implies_atom(narrow: BooleanExpression, wide: BooleanExpression) -> bool:
-    if isinstance(wide, AlwaysTrue) or isinstance(narrow, AlwaysFalse):
-        return True
-    if normalized_key(narrow) == normalized_key(wide):
-        return True
-    if isinstance(wide, Or):
-        return any(_implies_atom(narrow, w) for w in _flatten(wide, Or))
-    if isinstance(narrow, Or):
-        return all(_implies_atom(n, wide) for n in _flatten(narrow, Or))
-    if isinstance(narrow, And):
-        return any(_implies_atom(n, wide) for n in _flatten(narrow, And))
-    n, w = _atom(narrow), _atom(wide)
-    if n is None or w is None or n[1] != w[1]:
-        return False
-    return _predicate_implies(n[0], n[2], w[0], w[2])
-
-
-def _atom(expr: BooleanExpression) -> tuple[str, tuple[str, Any], list[Any]] | None:
-    """(wire type, term identity, raw literal values) of a plain predicate."""
-    key: tuple[str, Any]
-    if isinstance(expr, UnboundPredicate) and isinstance(expr.term, Reference):
-        kind, key = _TYPE_OF.get(type(expr)), ("name", expr.term.name)
-    elif isinstance(expr, BoundPredicate) and isinstance(expr.term, BoundReference):
-        kind, key = _TYPE_OF.get(expr.as_unbound), ("id", expr.term.ref().field.field_id)
-    else:
-        return None
-    if kind is None:
-        return None
-    return kind, key, [lit.value for lit in _literals(expr)]
-
-
-_RANGES = {"lt", "lt-eq", "gt", "gt-eq"}
-_NOT_NULL_WHEN = {"eq", "in", "starts-with"} | _RANGES
-
-
-def _predicate_implies(n_kind: str, n_values: list[Any], w_kind: str, w_values: list[Any]) -> bool:
-    n_set = {_value_key(v) for v in n_values}
-    w_set = {_value_key(v) for v in w_values}
-    if w_kind == "not-null":
-        return n_kind in _NOT_NULL_WHEN and bool(n_values)
-    if n_kind in ("eq", "in") and w_kind in ("eq", "in"):
-        return bool(n_set) and n_set <= w_set
-    if n_kind in ("eq", "in") and w_kind in ("not-eq", "not-in"):
-        return bool(n_set) and not n_set & w_set
-    if n_kind == w_kind == "starts-with":
-        return _all_str(n_values + w_values) and n_values[0].startswith(w_values[0])
-    if w_kind in _RANGES and n_kind in _RANGES | {"eq", "in"}:
-        return _range_implies(n_kind, n_values, w_kind, w_values[0])
-    return False
-
-
-def _value_key(value: Any) -> str:
-    """Literal identity: ``1``, ``1.0`` and ``true`` stay distinct."""
-    return f"{type(value).__name__}:{value!r}"
-
-
-def _all_str(values: list[Any]) -> bool:
-    return all(isinstance(v, str) for v in values)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _range_implies(n_kind: str, n_values: list[Any], w_kind: str, bound: Any) -> bool:
-    """Range reasoning with integer literals only: they convert exactly to every numeric,
-    date and time type, so comparing them as numbers compares the bound values."""
-    if not n_values or not all(_is_int(v) for v in [*n_values, bound]):
-        return False
-    low = high = None
-    low_open = high_open = False
-    if n_kind in ("eq", "in"):
-        low, high = min(n_values), max(n_values)
-    elif n_kind in ("gt", "gt-eq"):
-        low, low_open = n_values[0], n_kind == "gt"
-    else:
-        high, high_open = n_values[0], n_kind == "lt"
-    if w_kind in ("gt", "gt-eq"):
-        return low is not None and (low > bound or (low == bound and (low_open
-                                                                        or w_kind == "gt-eq")))
-    return high is not None and (high < bound or (high == bound and (high_open
-                                                                     or w_kind == "lt-eq")))

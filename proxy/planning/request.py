@@ -26,7 +26,9 @@ from typing import Any
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 
 from proxy.errors import BadRequest
-from proxy.planning.expressions import filter_to_json, normalized_key, parse_filter_detailed
+from proxy.planning.expressions import parse_filter_detailed
+from proxy.planning.filter_json import filter_to_json
+from proxy.planning.implication import normalized_key
 
 MAX_NAMES = 10_000  # names in select or stats-fields
 MAX_NAME_LENGTH = 1024

@@ -59,7 +59,7 @@ from pyiceberg.utils.lazydict import LazyDict
 from proxy.commits.operations.specs import binding_schema
 from proxy.commits.operations.wire import POSITION_PATH_FIELD
 from proxy.errors import IcebergError
-from proxy.planning.expressions import filter_to_json
+from proxy.planning.filter_json import filter_to_json
 
 POSITION_FIELDS = frozenset({POSITION_PATH_FIELD, POSITION_PATH_FIELD - 1})  # file_path, pos
 STATS_MAPS = ("column-sizes", "value-counts", "null-value-counts", "nan-value-counts",

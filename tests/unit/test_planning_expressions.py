@@ -47,15 +47,11 @@ from proxy.errors import BadRequest
 from proxy.planning.expressions import (
     MAX_DEPTH,
     MAX_NODES,
-    bind_filter,
-    conjuncts,
-    filter_to_json,
-    implies,
-    normalized_key,
     parse_filter,
     parse_filter_detailed,
-    referenced_columns,
 )
+from proxy.planning.filter_json import bind_filter, filter_to_json, referenced_columns
+from proxy.planning.implication import conjuncts, implies, normalized_key
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),

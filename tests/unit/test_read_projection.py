@@ -45,12 +45,11 @@ from pyiceberg.types import (
 
 from proxy.errors import Forbidden
 from proxy.reads.projection import (
-    bound_filter_json,
     project_load_result,
     projected_schema,
-    read_restrictions,
     removed_columns,
 )
+from proxy.reads.restrictions_json import bound_filter_json, read_restrictions
 from proxy.resources import Resource
 from proxy.restrictions import Mask, MaskAction, ReadView, RowFilter, unrestricted
 
