@@ -12,13 +12,16 @@ MAX_JOBS = 64
 
 
 class PlanJobs:
-    """At most ``MAX_JOBS`` preparations at once; a finished one is forgotten when polled."""
+    """At most ``MAX_JOBS`` preparations at once; a finished one is forgotten when polled or
+    when another starts."""
 
     def __init__(self) -> None:
         self._jobs: dict[str, asyncio.Task[Any]] = {}
 
     def start(self, plan_id: str, work: Coroutine[Any, Any, Any]) -> None:
-        """Prepare ``plan_id`` in the background (dropped silently when too many run)."""
+        """Prepare ``plan_id`` in the background (dropped silently when too many run: the
+        poll then plans in the foreground)."""
+        self._jobs = {k: t for k, t in self._jobs.items() if not t.done()}
         if len(self._jobs) >= MAX_JOBS:
             work.close()
             return

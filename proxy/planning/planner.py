@@ -20,7 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import chain
 
-from pyiceberg.expressions import And
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import (
     INITIAL_SEQUENCE_NUMBER,
@@ -37,7 +36,7 @@ from pyiceberg.table.metadata import TableMetadata
 from proxy.errors import BadRequest
 from proxy.planning.deletes import DeleteIndex
 from proxy.planning.manifest_cache import ManifestCache
-from proxy.planning.pruning import Pruner, Residuals, check_filters
+from proxy.planning.pruning import AllOf, Pruner, Residuals, check_filters
 from proxy.planning.scope import ScanSpec, Scope, resolve_scope
 
 __all__ = ["Plan", "Planner", "ScanSpec"]
@@ -63,7 +62,7 @@ class Plan:
 class _Filters:
     """The evaluators of one plan."""
 
-    data: Pruner  # scan filter AND row filter: which data manifests and files are planned
+    data: AllOf  # scan filter AND row filter: which data manifests and files are planned
     deletes: Pruner  # scan filter only: which delete manifests and files are indexed
     residuals: Residuals  # of the scan filter
 
@@ -178,7 +177,8 @@ def _filters(metadata: TableMetadata, schema: Schema, spec: ScanSpec) -> _Filter
     check_filters(schema, spec.filter, spec.row_filter, spec.case_sensitive)
     specs = metadata.specs()
     return _Filters(
-        Pruner(specs, schema, And(spec.filter, spec.row_filter), spec.case_sensitive),
+        AllOf(Pruner(specs, schema, spec.filter, spec.case_sensitive),
+              Pruner(specs, schema, spec.row_filter, True)),
         Pruner(specs, schema, spec.filter, spec.case_sensitive),
         Residuals(specs, schema, spec.filter, spec.case_sensitive))
 

@@ -13,7 +13,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 
-from pyiceberg.expressions import AlwaysTrue, BooleanExpression
+from pyiceberg.expressions import (
+    AlwaysTrue,
+    And,
+    BooleanExpression,
+    BoundNotStartsWith,
+    BoundStartsWith,
+    Not,
+    Or,
+)
 from pyiceberg.expressions.visitors import (
     _InclusiveMetricsEvaluator,
     bind,
@@ -26,6 +34,7 @@ from pyiceberg.manifest import DataFile, ManifestFile
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.typedef import Record
+from pyiceberg.types import StringType
 
 from proxy.errors import BadRequest, Forbidden
 from proxy.planning.deletes import PartitionKey, partition_key
@@ -39,14 +48,48 @@ def check_filters(schema: Schema, scan_filter: BooleanExpression,
     literal of the wrong type); ``Forbidden`` when the principal's row filter does not (rows
     it may read cannot be told apart, so none are handed out)."""
     try:
-        bind(schema, scan_filter, case_sensitive)
+        bound = bind(schema, scan_filter, case_sensitive)
     except (ValueError, TypeError) as error:
         raise BadRequest(f"the filter does not apply to the table's schema: {error}") from None
+    _check_prefix_predicates(bound)
     try:
-        bind(schema, row_filter, case_sensitive)
+        bind(schema, row_filter, True)  # policy names columns exactly, whatever the scan says
     except (ValueError, TypeError):
         raise Forbidden("the row filter that policy sets on this table names columns or "
                         "values the table's schema does not have") from None
+
+
+def _check_prefix_predicates(bound: BooleanExpression) -> None:
+    """``BadRequest`` for ``starts-with`` / ``not-starts-with`` on a column that is not a
+    string (pyiceberg's evaluators would fail on its values)."""
+    if isinstance(bound, And | Or):
+        _check_prefix_predicates(bound.left)
+        _check_prefix_predicates(bound.right)
+    elif isinstance(bound, Not):
+        _check_prefix_predicates(bound.child)
+    elif isinstance(bound, BoundStartsWith | BoundNotStartsWith):
+        field = bound.term.ref().field
+        if not isinstance(field.field_type, StringType):
+            raise BadRequest(f"starts-with applies to string columns; {field.name!r} is "
+                             f"{field.field_type}")
+
+
+class AllOf:
+    """Prunes with several ``Pruner``s at once: a manifest or file is kept only if every one
+    keeps it (the scan filter, bound as the client asked, and the row filter, bound exactly)."""
+
+    def __init__(self, *pruners: Pruner) -> None:
+        self._pruners = [p for p in pruners if not p.matches_all] or list(pruners[:1])
+        self.matches_all = all(p.matches_all for p in pruners)
+
+    def manifest_may_match(self, manifest: ManifestFile) -> bool:
+        return all(p.manifest_may_match(manifest) for p in self._pruners)
+
+    def keeps(self, data_file: DataFile) -> bool:
+        return all(p.keeps(data_file) for p in self._pruners)
+
+    def partition_may_match(self, data_file: DataFile) -> bool:
+        return all(p.partition_may_match(data_file) for p in self._pruners)
 
 
 class Pruner:

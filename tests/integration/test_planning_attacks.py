@@ -254,12 +254,6 @@ def test_load_table_properties_do_not_name_a_denied_column(world: World) -> None
     assert "ssn" not in json.dumps(loaded.json()["metadata"].get("properties", {})).lower()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING 6 (medium): the principal's row filter is bound with the *client's* "
-    "case-sensitive flag (proxy/planning/planner.py _filters: And(filter, row_filter) in one "
-    "Pruner; pruning.check_filters likewise): on a table with columns 'region' and 'REGION', "
-    "'case-sensitive: false' makes pyiceberg bind the policy's region = 'eu' to REGION, and "
-    "files whose region is never 'eu' are handed out"))
 def test_case_insensitive_scans_cannot_rebind_the_row_filter(world: World) -> None:
     if world.admin.table_exists("demo.twin"):
         world.admin.drop_table("demo.twin")
@@ -493,11 +487,6 @@ def test_hostile_plan_bodies_are_never_a_5xx(world: World, typed: str,
         assert_error_model(answer, answer.status_code)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING 8 (medium): 'starts-with' / 'not-starts-with' on a non-string column binds "
-    "(pyiceberg converts the literal) and then fails in the metrics evaluator "
-    "(len() of an int) inside proxy/planning/pruning.py Pruner.keeps: any reader gets 500. "
-    "check_filters should refuse it as 400"))
 @pytest.mark.parametrize("body", [
     {"filter": {"type": "starts-with", "term": "l", "value": 0}},
     {"filter": {"type": "not-starts-with", "term": "l", "value": 12}},

@@ -86,12 +86,6 @@ def test_every_token_icegov_seals_it_can_unseal() -> None:
     assert unseal(token, KEY, time.time(), kind="plan").scan == scan.to_json()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING 7 (low): PlanJobs (proxy/plan_jobs.py) forgets a finished preparation only "
-    "when it is polled: MAX_JOBS submitted plans that are never polled (any caller may stop "
-    "polling) fill the table for good, and every later 'submitted' plan is silently never "
-    "prepared in the background (each poll then plans synchronously). start() should drop "
-    "finished jobs (task.done()) before counting"))
 def test_unpolled_finished_jobs_do_not_block_later_preparations() -> None:
     async def scenario() -> bool:
         jobs = PlanJobs()
