@@ -12,11 +12,12 @@ from pyiceberg.table.metadata import TableMetadata
 from proxy.admission import Admission
 from proxy.backing.tables import BackingRefused, Fetch, TableState, fetch_table, parse_table_state
 from proxy.commits import UnverifiableCommit
-from proxy.errors import BackingFailed, BadRequest
+from proxy.errors import BackingFailed, BadRequest, Forbidden
 from proxy.governance import Principal
 from proxy.inbound import InboundRequest
 from proxy.planning.request import ScanRequest
 from proxy.read_views import ReadViews
+from proxy.reads.projection import partition_refusal
 from proxy.resources import Resource
 from proxy.restrictions import ReadView
 from proxy.scan_access import bound_row_filter, refuse_hidden
@@ -85,6 +86,7 @@ def judge(context: ReadContext, request: ScanRequest) -> None:
     refuse_hidden(request.stats_fields or (), schema, context.view, what="stats-fields",
                   **common)
     bound_row_filter(context.view, context.metadata.schema())
+    refuse_hidden_partitions(context)
     for name in request.select or ():
         if not _has_field(schema, name, request.case_sensitive):
             raise BadRequest(f"select: no column {name[:200]!r} in the scanned schema")
@@ -96,6 +98,29 @@ def _has_field(schema: Schema, name: str, case_sensitive: bool) -> bool:
     except ValueError:
         return False
     return True
+
+
+def refuse_hidden_partitions(context: ReadContext) -> None:
+    """403 when a partition spec of the table (any: old files keep theirs) is over a hidden
+    column: every task of a plan would carry its values (as loadTable refuses such a table)."""
+    owners = _owners(context)
+    for spec in context.metadata.partition_specs:
+        for partition_field in spec.fields:
+            if partition_field.source_id in owners:
+                column = owners[partition_field.source_id]
+                raise Forbidden(partition_refusal(column, context.view))
+
+
+def _owners(context: ReadContext) -> dict[int, str]:
+    """Each hidden field id (nested ones too) with the top-level column it lies in."""
+    hidden = context.view.hidden(context.applies_masks)
+    owners: dict[int, str] = {}
+    for schema in context.metadata.schemas:
+        for top in schema.fields:
+            if top.name in hidden:
+                for field_id in (top.field_id, *_nested_ids(top.field_type)):
+                    owners[field_id] = top.name
+    return owners
 
 
 def hidden_field_ids(context: ReadContext, *, for_statistics: bool = False) -> frozenset[int]:

@@ -181,10 +181,10 @@ def _refuse_hidden_partitions(metadata: Json, removal: _Removal, view: ReadView)
         for field in spec.get("fields") or []:
             for source in _sources(field):
                 if source in removal.owners:
-                    raise Forbidden(_partition_refusal(removal.owners[source], view))
+                    raise Forbidden(partition_refusal(removal.owners[source], view))
 
 
-def _partition_refusal(column: str, view: ReadView) -> str:
+def partition_refusal(column: str, view: ReadView) -> str:
     """Names the column only when the principal may know it exists (masked, not denied)."""
     which = (f"column {column!r}, which policy hides from you" if column not in view.denied
              else "a column that policy hides from you")

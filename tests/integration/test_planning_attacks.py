@@ -174,11 +174,6 @@ def _all_text(response: httpx.Response) -> str:
 # == findings (xfail until fixed) ===========================================================
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING 1 (high): POST …/plan on a table partitioned by a hidden column hands out the "
-    "column's values in every task's 'partition' array and file path; loadTable refuses the "
-    "same table with 403 (proxy/reads/projection.py _refuse_hidden_partitions) but "
-    "proxy/plan_service.py PlanService.open_scan / read_context.judge never check the specs"))
 @pytest.mark.parametrize(("table", "transform", "column"), [
     ("by_ssn", IdentityTransform(), 4),        # denied column, identity partition
     ("by_email", IdentityTransform(), 3),      # masked column (show-last-4)
