@@ -22,6 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from pyiceberg.table.metadata import TableMetadata
 
 from proxy.admission import Admission, ClassifiedChange
 from proxy.audit import AuditRecord
@@ -32,8 +36,8 @@ from proxy.governance import Action, Authorizer, Decision, Principal
 from proxy.identity import Authenticator
 from proxy.inbound import InboundRequest
 from proxy.intent import PUBLIC_ENDPOINTS, Intent, Names, Need, intent_of
-from proxy.read_views import ReadViews, describe
-from proxy.reads.writes import changes_schema, write_refusal
+from proxy.read_views import ReadViews, describe, hidden_ids
+from proxy.reads.writes import changes_schema, operation_refusal, write_refusal
 from proxy.resources import Resource
 from proxy.routes import SELF_SERVED
 
@@ -128,7 +132,9 @@ class Gate:
             return coarse.admission
         admission = coarse.admission
         assert admission.principal is not None  # a commit is never public
-        classified = await self._changes.classify_all(coarse.inbound, admission.intent.changes)
+        classified = await self._changes.classify_all(
+            coarse.inbound, admission.intent.changes,
+            partial(self._refuse_hidden_operation, admission.principal, record))
         record.evidence = [c.report for c in classified]  # the committer adds how it landed
         self._changes.refuse_stale(classified)
         needs = tuple(Need(action, c.resource) for c in classified
@@ -159,6 +165,24 @@ class Gate:
             change.report["read_view"] = describe(view)
             refusal = write_refusal(view, change.intent.actions, change.base.metadata.schema(),
                                     changes_schema=changes_schema(change.body.get("updates")))
+            if refusal is not None:
+                record.decision = "deny"
+                raise Forbidden(refusal)
+
+    def _refuse_hidden_operation(self, principal: Principal, record: AuditRecord,
+                                 resource: Resource, body: dict[str, Any],
+                                 metadata: TableMetadata) -> None:
+        """403 for a data operation whose filters or equality deletes reach columns hidden
+        from the principal, or that removes rows of a row-filtered one: judged before icegov
+        builds it (``proxy.reads.writes.operation_refusal``)."""
+        if self._views is None:
+            return
+        view = self._views.view(principal, resource, metadata)
+        if not view.restricted:
+            return
+        hidden = hidden_ids(metadata, view.hidden(False))
+        for update in body.get("updates") or ():
+            refusal = operation_refusal(view, update, metadata.schema(), hidden)
             if refusal is not None:
                 record.decision = "deny"
                 raise Forbidden(refusal)

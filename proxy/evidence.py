@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 from pyiceberg.io import FileIO, load_file_io
+from pyiceberg.table.metadata import TableMetadata
 from starlette.concurrency import run_in_threadpool
 
 from proxy.admission import ClassifiedChange, DataOperationRequest
@@ -39,10 +40,16 @@ from proxy.governance import Action
 from proxy.inbound import InboundRequest
 from proxy.intent import TableChange
 from proxy.rebuild import rebuilder_for
+from proxy.resources import Resource
 
 Fetch = Callable[[bytes, bytes, tuple[tuple[bytes, bytes], ...]], Awaitable[httpx.Response]]
 Post = Fetch  # (path, body, caller headers)
 _EMPTY_SCHEMA = {"type": "struct", "schema-id": 0, "fields": []}
+
+
+BuildGuard = Callable[[Resource, dict[str, Any], TableMetadata], None]
+"""Judges a data operation (its table, body and current metadata) before it is built; raises
+to refuse it (``Gate`` refuses filters over columns hidden from the caller)."""
 
 
 class ChangeClassifier:
@@ -53,9 +60,10 @@ class ChangeClassifier:
         self._post = post
         self._limits = limits
 
-    async def classify_all(self, inbound: InboundRequest,
-                           changes: tuple[TableChange, ...]) -> list[ClassifiedChange]:
-        """Every change classified, in order (the first failure stops the rest)."""
+    async def classify_all(self, inbound: InboundRequest, changes: tuple[TableChange, ...],
+                           guard: BuildGuard | None = None) -> list[ClassifiedChange]:
+        """Every change classified, in order (the first failure stops the rest); ``guard``
+        judges each data operation on its table's state before icegov builds it."""
         for change in changes:
             check_commit_shape(change.body, self._limits)
             if has_data_operation(change.body):
@@ -65,13 +73,14 @@ class ChangeClassifier:
         classified: list[ClassifiedChange] = []
         try:
             for change in changes:
-                classified.append(await self._classify(inbound, change))
+                classified.append(await self._classify(inbound, change, guard))
         except Exception:
             discard_built(classified)  # a transaction refused: its built operations go too
             raise
         return classified
 
-    async def _classify(self, inbound: InboundRequest, change: TableChange) -> ClassifiedChange:
+    async def _classify(self, inbound: InboundRequest, change: TableChange,
+                        guard: BuildGuard | None) -> ClassifiedChange:
         if creates_table(change.body):
             check_snapshot_order(added_snapshots(change.body), None, _now_ms())
             intent = await run_in_threadpool(
@@ -81,6 +90,8 @@ class ChangeClassifier:
             return ClassifiedChange(change.resource, change.body, intent, None)
         base = await self.load(inbound, change)
         if has_data_operation(change.body):
+            if guard is not None:
+                guard(change.resource, change.body, base.metadata)
             return await self._build(change, base)
         stale = _stale(change.body, base)
         try:

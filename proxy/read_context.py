@@ -16,7 +16,7 @@ from proxy.errors import BackingFailed, BadRequest, Forbidden
 from proxy.governance import Principal
 from proxy.inbound import InboundRequest
 from proxy.planning.request import ScanRequest
-from proxy.read_views import ReadViews
+from proxy.read_views import ReadViews, hidden_ids, nested_ids
 from proxy.reads.projection import partition_refusal
 from proxy.resources import Resource
 from proxy.restrictions import ReadView
@@ -118,7 +118,7 @@ def _owners(context: ReadContext) -> dict[int, str]:
     for schema in context.metadata.schemas:
         for top in schema.fields:
             if top.name in hidden:
-                for field_id in (top.field_id, *_nested_ids(top.field_type)):
+                for field_id in (top.field_id, *nested_ids(top.field_type)):
                     owners[field_id] = top.name
     return owners
 
@@ -128,22 +128,4 @@ def hidden_field_ids(context: ReadContext, *, for_statistics: bool = False) -> f
     schema the table has had; ``for_statistics``: also the masked columns a client that
     applies masks reads (their bounds would show the raw values)."""
     applies_masks = context.applies_masks and not for_statistics
-    hidden = context.view.hidden(applies_masks)
-    ids: set[int] = set()
-    for schema in context.metadata.schemas:
-        for top in schema.fields:
-            if top.name in hidden:
-                ids.add(top.field_id)
-                ids.update(_nested_ids(top.field_type))
-    return frozenset(ids)
-
-
-def _nested_ids(field_type: Any) -> set[int]:
-    found: set[int] = set()
-    children = list(getattr(field_type, "fields", None) or ())
-    children += [getattr(field_type, a) for a in ("element_field", "key_field", "value_field")
-                 if getattr(field_type, a, None) is not None]
-    for child in children:
-        found.add(child.field_id)
-        found |= _nested_ids(child.field_type)
-    return found
+    return hidden_ids(context.metadata, context.view.hidden(applies_masks))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from typing import Any
 
 from pyiceberg.table.metadata import TableMetadata
 
@@ -110,3 +111,27 @@ def _mask_text(mask: Mask) -> str:
     if mask.action is MaskAction.MASK_TO_FIXED_VALUE:
         return f"{mask.action.value}:{mask.value}"
     return mask.action.value
+
+
+def hidden_ids(metadata: TableMetadata, hidden: frozenset[str]) -> frozenset[int]:
+    """Field ids (nested ones included) of the top-level columns named ``hidden``, in every
+    schema the table has had."""
+    ids: set[int] = set()
+    for schema in metadata.schemas:
+        for top in schema.fields:
+            if top.name in hidden:
+                ids.add(top.field_id)
+                ids.update(nested_ids(top.field_type))
+    return frozenset(ids)
+
+
+def nested_ids(field_type: Any) -> set[int]:
+    """Every field id nested in a type (struct fields, list elements, map keys and values)."""
+    found: set[int] = set()
+    children = list(getattr(field_type, "fields", None) or ())
+    children += [getattr(field_type, a) for a in ("element_field", "key_field", "value_field")
+                 if getattr(field_type, a, None) is not None]
+    for child in children:
+        found.add(child.field_id)
+        found |= nested_ids(child.field_type)
+    return found

@@ -188,13 +188,6 @@ def test_partition_values_of_a_hidden_column_never_leave_in_a_plan(
     assert answer.status_code == 403 and not leaked, (answer.status_code, leaked)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING 2 (high): a principal that may not read ssn but holds DELETE sends icegov's "
-    "'delete-files' data operation with a row-filter on ssn: files whose ssn bounds match are "
-    "deleted (rows removed by values it may not see), and 200 / 400 'matches some but not all "
-    "rows' is a range oracle on the hidden values. proxy/enforce.py "
-    "Gate._refuse_hidden_writes (proxy/reads/writes.py write_refusal) never looks at a data "
-    "operation's row-filter / conflict-filter"))
 def test_a_delete_filter_on_a_hidden_column_is_refused(world: World) -> None:
     _customers(world.admin, "customers")
     deleter = world.as_(DELETER)

@@ -12,7 +12,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
 from proxy.governance import Action
-from proxy.reads.writes import changes_schema, write_refusal
+from proxy.reads.writes import changes_schema, operation_refusal, write_refusal
 from proxy.resources import Resource
 from proxy.restrictions import Mask, MaskAction, ReadView, RowFilter, unrestricted
 
@@ -148,3 +148,36 @@ def test_no_refusal_ever_names_a_denied_column() -> None:
                     refusals += 1
                     assert "ssn" not in message and "secret_note" not in message, message
     assert refusals > 50
+
+
+# -- data operations, judged before icegov builds them --------------------------------------------
+
+HIDDEN_IDS = frozenset({3})  # ssn
+
+
+@pytest.mark.parametrize("update", [
+    {"action": "delete-files", "row-filter": {"type": "eq", "term": "ssn", "value": "1"}},
+    {"action": "overwrite-files", "row-filter": True,
+     "conflict-filter": {"type": "not", "child": {"type": "is-null", "term": "SSN"}},
+     "case-sensitive": False},
+    {"action": "row-delta", "added-delete-files": [{"content": "equality-deletes",
+                                                    "equality-ids": [3]}]},
+])
+def test_operations_reaching_a_hidden_column_are_refused_without_naming_it(
+        update: dict[str, object]) -> None:
+    message = operation_refusal(view(denied=("ssn",)), update, SCHEMA, HIDDEN_IDS)
+    assert message is not None and "ssn" not in message.lower()
+
+
+def test_operations_on_visible_columns_pass() -> None:
+    update = {"action": "delete-files", "row-filter": {"type": "eq", "term": "id", "value": 1},
+              "added-delete-files": [{"equality-ids": [1]}]}
+    assert operation_refusal(view(denied=("ssn",)), update, SCHEMA, HIDDEN_IDS) is None
+
+
+@pytest.mark.parametrize("action", ["delete-files", "overwrite-files", "row-delta",
+                                    "rewrite-files"])
+def test_a_row_filtered_principal_removes_no_rows(action: str) -> None:
+    assert operation_refusal(view(row_filter=True), {"action": action}, SCHEMA, frozenset())
+    assert operation_refusal(view(row_filter=True), {"action": "append-files"}, SCHEMA,
+                             frozenset()) is None
