@@ -44,9 +44,11 @@ class TableAnswers:
         return principal is not None and self._may_restrict(principal, table)
 
     def projected(self, body: bytes, principal: Principal, table: Resource,
-                  inbound: InboundRequest, evidence: list[dict[str, Any]]) -> Any | None:
-        """The answer ``body`` (a LoadTableResult or CommitTableResponse) as ``principal`` may
-        see it, or None when its view of the table restricts nothing."""
+                  inbound: InboundRequest, evidence: list[dict[str, Any]],
+                  keep_location: bool = False) -> Any | None:
+        """The answer ``body`` (a LoadTableResult, or with ``keep_location`` a
+        CommitTableResponse, which must name its metadata file) as ``principal`` may see it, or
+        None when its view of the table restricts nothing."""
         try:
             result = json.loads(body)
             metadata = TableMetadataUtil.parse_obj(result["metadata"])
@@ -57,7 +59,9 @@ class TableAnswers:
             return None
         evidence.append({"resource": str(table), "read_view": describe(view)})
         applies_masks = self._views.applies_masks(inbound.headers)
-        return without_credentials(project_load_result(result, view, applies_masks=applies_masks))
+        projected = without_credentials(project_load_result(result, view,
+                                                            applies_masks=applies_masks))
+        return without_metadata_files(projected, keep_location=keep_location)
 
     async def project_response(self, response: Response, inbound: InboundRequest,
                                admission: Admission, table: Resource) -> Response:
@@ -67,10 +71,23 @@ class TableAnswers:
                 principal, table):
             return response
         projected = self.projected(bytes(response.body), principal, table, inbound,
-                                   admission.evidence)
+                                   admission.evidence, keep_location=True)
         if projected is None:
             return response
         return JSONResponse(projected, headers={"cache-control": "no-store"})
+
+
+def without_metadata_files(result: dict[str, Any], keep_location: bool) -> dict[str, Any]:
+    """``result`` without the paths of the table's unprojected metadata files: they hold every
+    column (and registering one elsewhere would shed the restrictions). ``metadata-location`` is
+    optional in a LoadTableResult; a CommitTableResponse must keep it."""
+    cleaned = dict(result)
+    if not keep_location:
+        cleaned.pop("metadata-location", None)
+    metadata = cleaned.get("metadata")
+    if isinstance(metadata, dict) and "metadata-log" in metadata:
+        cleaned["metadata"] = {**metadata, "metadata-log": []}
+    return cleaned
 
 
 class LoadTableHandler:

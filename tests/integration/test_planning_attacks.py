@@ -202,13 +202,6 @@ def test_a_delete_filter_on_a_hidden_column_is_refused(world: World) -> None:
     assert "ssn" not in answer.text
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING 3 (high): loadTable projected for analyst still carries 'metadata-location'; "
-    "analyst registers that file as a table in a namespace it owns (REGISTER_TABLE via "
-    "scratch.*) and plans the copy without any restriction (ssn selected, its bounds "
-    "returned). proxy/load_handler.py / proxy/reads/projection.py project_load_result keep "
-    "metadata-location and metadata-log; register_table (proxy/intent.py) does not check "
-    "whose metadata it adopts"))
 def test_registering_a_restricted_tables_metadata_does_not_lift_the_restriction(
         world: World) -> None:
     _customers(world.admin, "customers")
