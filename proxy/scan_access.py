@@ -57,7 +57,7 @@ def bound_row_filter(view: ReadView, schema: Schema) -> BooleanExpression:
     """The principal's row filter bound to ``schema``; 403 when it cannot be (fail closed)."""
     try:
         return bind(schema, view.filter_expression, case_sensitive=True)
-    except (ValueError, TypeError, ResolveError) as exc:
+    except (ValueError, TypeError, ArithmeticError, ResolveError) as exc:
         raise Forbidden(f"a row filter restricts what you may read of {view.table.name} and "
                         "it cannot be applied to this table's schema; ask the policy's "
                         "authors") from exc

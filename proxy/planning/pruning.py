@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 
+from pyiceberg.exceptions import ResolveError
 from pyiceberg.expressions import (
     AlwaysTrue,
     And,
@@ -49,12 +50,12 @@ def check_filters(schema: Schema, scan_filter: BooleanExpression,
     it may read cannot be told apart, so none are handed out)."""
     try:
         bound = bind(schema, scan_filter, case_sensitive)
-    except (ValueError, TypeError) as error:
+    except (ValueError, TypeError, ArithmeticError, ResolveError) as error:
         raise BadRequest(f"the filter does not apply to the table's schema: {error}") from None
     _check_prefix_predicates(bound)
     try:
         bind(schema, row_filter, True)  # policy names columns exactly, whatever the scan says
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, ArithmeticError, ResolveError):
         raise Forbidden("the row filter that policy sets on this table names columns or "
                         "values the table's schema does not have") from None
 

@@ -29,6 +29,7 @@ input, which is never mutated.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -161,7 +162,40 @@ def _project_metadata(metadata: Json, removal: _Removal, view: ReadView) -> Json
             projected["default-sort-order-id"] = default
     if isinstance(metadata.get("statistics"), list):
         projected["statistics"] = _project_statistics(metadata["statistics"], removal)
+    if isinstance(metadata.get("properties"), dict):
+        projected["properties"] = _project_properties(metadata["properties"], removal)
     return projected
+
+
+NAME_MAPPING = "schema.name-mapping.default"
+
+
+def _project_properties(properties: Json, removal: _Removal) -> Json:
+    """Table properties without the ones about removed columns (``….column.<name>`` settings)
+    and with the removed fields cut from the default name mapping."""
+    names = set(removal.owners.values())
+    kept = {k: v for k, v in properties.items()
+            if not any(k.endswith(f".column.{n}") or f".column.{n}." in k for n in names)}
+    if isinstance(kept.get(NAME_MAPPING), str):
+        kept[NAME_MAPPING] = _project_name_mapping(kept[NAME_MAPPING], removal)
+    return kept
+
+
+def _project_name_mapping(text: str, removal: _Removal) -> str:
+    """The JSON name mapping without the removed fields (an unreadable one is dropped)."""
+    try:
+        mapping = json.loads(text)
+    except ValueError:
+        return "[]"
+
+    def cut(fields: Any) -> list[Any]:
+        if not isinstance(fields, list):
+            return []
+        return [{**f, **({"fields": cut(f["fields"])} if "fields" in f else {})}
+                for f in fields
+                if isinstance(f, dict) and f.get("field-id") not in removal.owners]
+
+    return json.dumps(cut(mapping), separators=(",", ":"))
 
 
 def _project_schema(schema: Json, removal: _Removal) -> Json:

@@ -219,11 +219,6 @@ def test_registering_a_restricted_tables_metadata_does_not_lift_the_restriction(
     assert registered is None or registered.status_code in (403, 404)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING 4 (low): table properties of a restricted principal's loadTable name the denied "
-    "column (schema.name-mapping.default lists 'ssn'; also write.metadata.metrics.column.*, "
-    "bloom filter properties), while icegov's own messages never name a denied column; "
-    "proxy/reads/projection.py project_load_result leaves 'properties' as they are"))
 def test_load_table_properties_do_not_name_a_denied_column(world: World) -> None:
     table = _customers(world.admin, "customers")
     mapping = [{"field-id": f.field_id, "names": [f.name]} for f in CUSTOMERS.fields]
