@@ -145,16 +145,17 @@ def test_an_unmapped_prefix_is_404(analyst: httpx.Client) -> None:
 # ------------------------------------------------------------- endpoints the backing never offered
 
 
-def test_planning_endpoints_are_never_forwarded(admin: RestCatalog, analyst: httpx.Client,
-                                                demo_table: Table) -> None:
+def test_planning_endpoints_are_icegovs_own_and_refuse_garbage(
+        admin: RestCatalog, analyst: httpx.Client, demo_table: Table) -> None:
     before = state(admin, demo_table)
     path = path_of(demo_table)
-    assert_error_model(analyst.post(f"{path}/plan", json={"updates": []}), 404)
-    assert_error_model(analyst.post(f"{path}/tasks", json={"plan-task": "x"}), 404)
-    assert_error_model(analyst.get(f"{path}/plan/x"), 404)
+    assert_error_model(analyst.post(f"{path}/plan", json={"updates": []}), 400)
+    assert_error_model(analyst.post(f"{path}/tasks", json={"plan-task": "x"}), 400)
+    assert_error_model(analyst.get(f"{path}/plan/x"), 404, "NoSuchPlanIdException")
     assert_error_model(analyst.delete(f"{path}/plan/x?purgeRequested=true"), 404)
     assert state(admin, demo_table) == before
-    assert "/plan" not in " ".join(analyst.get("/v1/config").json()["endpoints"])
+    assert "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/plan" in \
+        analyst.get("/v1/config").json()["endpoints"]
 
 
 # ---------------------------------------------------------------------- the order of decisions
