@@ -9,6 +9,7 @@ prepared in the background. pyiceberg ≤ 0.12 cannot poll and never gets ``subm
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 from starlette.responses import Response
@@ -36,7 +37,7 @@ class PlanHandlers:
         self._service = service
 
     async def plan_table_scan(self, inbound: InboundRequest, admission: Admission) -> Response:
-        request = parse_scan_request(inbound.json())
+        request = await asyncio.to_thread(parse_scan_request, inbound.json())  # big filters
         scan = await self._service.open_scan(inbound, admission, request)
         return _json(await self._service.plan(scan, poll=can_poll(inbound)))
 

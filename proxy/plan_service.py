@@ -14,6 +14,7 @@ an expiry: any replica with the same key serves them, after judging the caller a
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import secrets
 import time
@@ -29,6 +30,7 @@ from proxy.errors import BadRequest, Forbidden, NoSuchPlanId, NoSuchPlanTask, No
 from proxy.inbound import InboundRequest
 from proxy.plan_jobs import PlanJobs
 from proxy.planning import wire
+from proxy.planning.expressions import canonical_json
 from proxy.planning.implication import implies
 from proxy.planning.plan_cache import PlanCache, PlanKey
 from proxy.planning.planner import Plan, Planner, ScanSpec
@@ -39,6 +41,11 @@ from proxy.read_context import ReadContext, TableReader, hidden_field_ids, judge
 from proxy.read_views import describe
 
 Generation = Callable[[], int]
+
+MAX_PLAN_ID_CHARS = 4096
+"""A plan id travels in URLs (``GET``/``DELETE …/plan/{plan-id}``): longer ones carry a digest."""
+_DIGEST = "sha256"  # never a PlanTableScanRequest field
+_LARGE_SCANS_KEPT = 1024
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,7 @@ class PlanService:
         self._plans = PlanCache(settings.plan_cache_plans, implies)
         self._answers = AnswerCache(settings.answer_cache_bytes)
         self._jobs = PlanJobs()
+        self._large_scans: SizedLru[str, TaskClaims] = SizedLru(_LARGE_SCANS_KEPT)
 
     async def open_scan(self, inbound: InboundRequest, admission: Admission,
                         request: ScanRequest) -> Scan:
@@ -103,7 +111,7 @@ class PlanService:
             expires_at=self._clock() + self._settings.task_ttl_seconds,
             scan=request.to_json(), view_key=context.view.cache_key(),
             nonce=secrets.token_hex(8))
-        return Scan(context, request, claims, seal(claims, self._key))
+        return Scan(context, request, claims, self._plan_id(claims))
 
     async def reopen(self, inbound: InboundRequest, admission: Admission, token: str,
                      kind: Kind) -> Scan:
@@ -112,6 +120,7 @@ class PlanService:
         caller may read since it was planned."""
         claims = self._unseal(token, kind)
         _check_owner(claims, admission, kind)
+        claims = self._whole(claims)
         context = await self._reader.for_admission(inbound, admission)
         if str(context.metadata.table_uuid) != claims.table_uuid:
             raise _missing(kind)
@@ -121,6 +130,27 @@ class PlanService:
         request = parse_scan_request(dict(claims.scan))
         judge(context, request)
         return Scan(context, request, claims, token)
+
+    def _plan_id(self, claims: TaskClaims) -> str:
+        """The plan id of ``claims``: the whole scan in it when that fits a URL (any replica
+        answers it), else its digest, the scan kept in this replica (``_whole``)."""
+        token = seal(claims, self._key)
+        if len(token) <= MAX_PLAN_ID_CHARS:
+            return token
+        digest = hashlib.sha256(canonical_json(claims.scan).encode()).hexdigest()
+        self._large_scans.put(digest, claims)
+        return seal(replace(claims, scan={_DIGEST: digest}), self._key)
+
+    def _whole(self, claims: TaskClaims) -> TaskClaims:
+        """``claims`` with its scan, for a plan id that carries only the scan's digest."""
+        digest = claims.scan.get(_DIGEST)
+        if digest is None:
+            return claims
+        whole = self._large_scans.get(str(digest))
+        if whole is None or replace(whole, scan=claims.scan) != claims:
+            raise NoSuchPlanId("this plan's filter is too large to travel in its id and is "
+                               "known only to the replica that planned it; plan the scan again")
+        return whole
 
     def _unseal(self, token: str, kind: Kind) -> TaskClaims:
         """A token's claims; a plan id that icegov did not issue is an unknown plan (404, as

@@ -64,7 +64,7 @@ from proxy.errors import BadRequest
 
 MAX_NODES = 1000  # predicates and terms in one filter
 MAX_DEPTH = 100  # nesting of and / or / not
-MAX_VALUES = 100_000  # literals in all set predicates of one filter
+MAX_VALUES = 10_000  # literals in all set predicates of one filter
 
 _Make = Callable[..., BooleanExpression]
 UNARY: dict[str, _Make] = {"is-null": IsNull, "not-null": NotNull, "is-nan": IsNaN,

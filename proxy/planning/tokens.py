@@ -72,9 +72,13 @@ _KEYS = {"kind": "k", "principal": "p", "roles": "r", "catalog": "c", "namespace
 
 
 def seal(claims: TaskClaims, key: bytes) -> str:
-    """The signed token of ``claims``."""
+    """The signed token of ``claims``; ``BadRequest`` when they are too large for ``unseal``
+    to accept (a scan whose filter and select pass ``MAX_CLAIMS_BYTES``)."""
     compact = {short: _jsonable(getattr(claims, name)) for name, short in _KEYS.items()}
     text = json.dumps(compact, separators=(",", ":"), sort_keys=True)  # ASCII: any str encodes
+    if len(text) > MAX_CLAIMS_BYTES:
+        raise BadRequest(f"this scan is too large to plan on the server: its filter, select "
+                         f"and manifests must stay under {MAX_CLAIMS_BYTES} bytes")
     body = zlib.compress(text.encode(), 6)
     mac = _mac(key, body)
     return f"{_VERSION}.{_b64(body)}.{_b64(mac)}"
