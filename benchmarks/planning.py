@@ -321,20 +321,21 @@ def icegov(workdir: Path, workers: int) -> Iterator[str]:
     env = {**os.environ, **governed_env(workdir), "ICEGOV__WAREHOUSE": str(workdir / "warehouse"),
            "ICEGOV__PLANNING__TASK_KEY": "benchmark-plan-task-key-of-at-least-32-bytes",
            "PYTHONPATH": str(REPO)}
-    process = subprocess.Popen(icegov_command(port, workers), cwd=REPO, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log = workdir / "icegov.log"  # a file, not a pipe nobody reads (a full pipe blocks icegov)
+    with log.open("ab") as stderr:
+        process = subprocess.Popen(icegov_command(port, workers), cwd=REPO, env=env,
+                                   stdout=subprocess.DEVNULL, stderr=stderr)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise RuntimeError(f"icegov exited: {process.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+        while process.poll() is None and time.monotonic() < deadline:
             with contextlib.suppress(httpx.TransportError):
                 if httpx.get(f"{url}/v1/config", timeout=1).status_code in (200, 401):
                     break
             time.sleep(0.1)
         else:
-            raise RuntimeError(f"icegov did not start on {url}")
+            raise RuntimeError(f"icegov did not start on {url}; the end of {log}:\n"
+                               + log.read_text(errors="replace")[-2000:])
         yield url
     finally:
         process.terminate()
