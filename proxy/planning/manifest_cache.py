@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager
@@ -42,6 +43,7 @@ V = TypeVar("V")
 
 _LISTS_KEPT = 4096  # manifest lists are small; keep their decoded manifests for many snapshots
 _FREEZE_MIN_OBJECTS = 200_000  # about 10,000 manifest entries
+_MAX_PAUSE_SECONDS = 30.0  # overlapping plans still let the collector run this often
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +73,7 @@ class _CollectorPause:
         self._holders = 0
         self._resume = False
         self._freeze = False
+        self._since = 0.0  # when the collector last ran or the pause began
 
     @contextmanager
     def held(self, freeze: bool = False) -> Iterator[None]:
@@ -78,6 +81,11 @@ class _CollectorPause:
             if self._holders == 0:
                 self._resume = gc.isenabled()
                 gc.disable()
+                self._since = time.monotonic()
+            elif self._resume and time.monotonic() - self._since > _MAX_PAUSE_SECONDS:
+                # plans overlapping without end must not keep cyclic garbage forever
+                gc.collect()
+                self._since = time.monotonic()
             self._holders += 1
             self._freeze |= freeze
         try:
