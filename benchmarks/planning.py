@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import statistics
@@ -284,13 +285,22 @@ class Planned:
     body_bytes: int = 0
 
 
-def plan_locally(catalog: SqlCatalog, identifier: str, scan: Scan) -> Planned:
-    """(L): pyiceberg's local planning on a freshly loaded table, nothing cached."""
+def plan_locally(catalog: SqlCatalog, identifier: str, scan: Scan,
+                 collector: bool = True) -> Planned:
+    """(L): pyiceberg's local planning on a freshly loaded table, nothing cached; with
+    ``collector=False`` Python's cyclic garbage collector is paused while it plans."""
     clear_manifest_cache()
     table = catalog.load_table(identifier)
-    started = time.perf_counter()
-    tasks = list(table.scan(row_filter=scan.row_filter).plan_files())
-    seconds = time.perf_counter() - started
+    paused = not collector and gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        started = time.perf_counter()
+        tasks = list(table.scan(row_filter=scan.row_filter).plan_files())
+        seconds = time.perf_counter() - started
+    finally:
+        if paused:
+            gc.enable()
     return Planned(seconds, {task.file.file_path for task in tasks})
 
 
@@ -422,7 +432,9 @@ def plan_through(client: PlanClient, scan: Scan) -> Planned:
 
 # -- one run ---------------------------------------------------------------------------------
 
-ARMS = ("L", "C", "W", "S")  # local, icegov cold, icegov warm, icegov subset of a cached plan
+ARMS = ("L", "C", "W", "S", "G")
+"""local, icegov cold, icegov warm, icegov subset of a cached plan, local with the collector
+paused"""
 
 
 @dataclass
@@ -436,7 +448,7 @@ class Results:
 
     def record(self, scan: str, arm: str, planned: Planned) -> None:
         self.seconds.setdefault(scan, {}).setdefault(arm, []).append(planned.seconds)
-        if arm == "L":
+        if arm in ("L", "G"):
             self.expected.setdefault(scan, planned.paths)
         if arm == "C":
             self.wire[scan] = (f"{planned.responses} responses, "
@@ -459,6 +471,7 @@ class Setup:
     shape: TableShape
     workers: int
     fetchers: int
+    gc_off_baseline: bool = False
 
 
 def run_round(setup: Setup, scans: list[Scan], results: Results) -> None:
@@ -467,6 +480,8 @@ def run_round(setup: Setup, scans: list[Scan], results: Results) -> None:
     catalog = warehouse_catalog(setup.workdir)
     for scan in scans:
         results.record(scan.name, "L", plan_locally(catalog, setup.identifier, scan))
+        if setup.gc_off_baseline:
+            results.record(scan.name, "G", plan_locally(catalog, setup.identifier, scan, False))
         with icegov(setup.workdir, setup.workers) as url:
             client = PlanClient(url, setup.identifier, setup.fetchers)
             try:
@@ -502,16 +517,17 @@ def table_lines(results: Results, shape: TableShape) -> list[str]:
     """The markdown table: one line per scan."""
     lines = ["| scan | files planned | L p50 ms | C p50 ms | W p50 ms | C/L (<= 1.0) "
              "| W/L (<= 0.1) | L entries/s | C entries/s | W entries/s | subset p50 ms "
-             "| subset/L |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| subset/L | L gc-off p50 ms | C/L gc-off |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for scan, arms in results.seconds.items():
-        local, cold, warm, subset = (results.p50(scan, arm) for arm in ARMS)
+        local, cold, warm, subset, gc_off = (results.p50(scan, arm) for arm in ARMS)
         files = len(results.expected.get(scan, ()))
         lines.append(
             f"| {scan} | {files:,} | {ms(local)} | {ms(cold)} | {ms(warm)} "
             f"| {ratio(cold, local, 1.0)} | {ratio(warm, local, 0.1)} "
             f"| {rate(shape.files, local)} | {rate(shape.files, cold)} "
-            f"| {rate(shape.files, warm)} | {ms(subset)} | {ratio(subset, local)} |")
+            f"| {rate(shape.files, warm)} | {ms(subset)} | {ratio(subset, local)} "
+            f"| {ms(gc_off)} | {ratio(cold, gc_off)} |")
         del arms
     return lines
 
@@ -543,6 +559,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--scans", default="full,region", help="of: full, region")
     parser.add_argument("--workers", type=int, default=1, help="icegov worker processes")
     parser.add_argument("--fetchers", type=int, default=4, help="plan tasks fetched in parallel")
+    parser.add_argument("--gc-off-baseline", action="store_true",
+                        help="also time local planning with the garbage collector paused")
     parser.add_argument("--quick", action="store_true", help="8 x 250 entries, 2 runs")
     args = parser.parse_args(argv)
     if args.quick:
@@ -555,7 +573,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def run(args: argparse.Namespace, workdir: Path) -> Results:
     shape = TableShape(args.manifests, args.entries)
-    setup = Setup(workdir, ensure_table(workdir, shape), shape, args.workers, args.fetchers)
+    setup = Setup(workdir, ensure_table(workdir, shape), shape, args.workers, args.fetchers,
+                  args.gc_off_baseline)
     scans = [SCANS[name] for name in args.scans.split(",")]
     for scan in scans:  # warm-up: imports and the OS page cache, recorded nowhere
         plan_locally(warehouse_catalog(workdir), setup.identifier, scan)

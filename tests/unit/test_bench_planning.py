@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import json
 import sys
@@ -70,6 +71,14 @@ def test_local_planning_returns_every_file_or_only_the_selected_region(
     assert len(full.paths) == SHAPE.files
     assert region.paths == {p for p in full.paths if "/region=region-07/" in p}
     assert len(region.paths) == SHAPE.files // 50
+
+
+def test_local_planning_can_pause_the_collector_and_restores_it(built: tuple[Path, str]) -> None:
+    workdir, identifier = built
+    catalog = bench.warehouse_catalog(workdir)
+    paused = bench.plan_locally(catalog, identifier, bench.SCANS["full"], collector=False)
+    assert len(paused.paths) == SHAPE.files
+    assert gc.isenabled()
 
 
 def task(path: str) -> dict[str, object]:
@@ -141,3 +150,5 @@ def test_results_flag_plans_that_differ_from_local_planning() -> None:
     assert results.problems == ["full (W): 1 files, 0 not planned locally, 1 missing"]
     line = bench.table_lines(results, SHAPE)[2]
     assert "| 0.50 met |" in line and "| 0.05 met |" in line
+    results.record("full", "G", bench.Planned(1.25, {"a", "b"}))
+    assert bench.table_lines(results, SHAPE)[2].endswith("| 1,250 | 0.80 |")
