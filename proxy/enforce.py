@@ -37,7 +37,12 @@ from proxy.identity import Authenticator
 from proxy.inbound import InboundRequest
 from proxy.intent import PUBLIC_ENDPOINTS, Intent, Names, Need, intent_of
 from proxy.read_views import ReadViews, describe, hidden_ids
-from proxy.reads.writes import changes_schema, operation_refusal, write_refusal
+from proxy.reads.writes import (
+    changes_schema,
+    operation_refusal,
+    spec_refusal,
+    write_refusal,
+)
 from proxy.resources import Resource
 from proxy.routes import SELF_SERVED
 
@@ -121,6 +126,13 @@ class Gate:
             return Coarse(inbound, Admission(principal, intent, catalog), complete=False)
         decisions = self._decide(principal, intent.needs, record)
         self._check(principal, intent.hide, decisions, record)
+        if endpoint.name == "rename_table":
+            self._refuse_shedding_rename(intent, record)
+        if endpoint.name == "register_table" and self._authorizer.restricted_anywhere(principal):
+            record.decision = "deny"
+            raise Forbidden(f"{principal.name} may not register tables: column or row rules "
+                            "restrict it, and registering a restricted table's metadata file "
+                            "would shed them")
         record.decision = "allow"
         return Coarse(inbound, Admission(principal, intent, catalog, decisions,
                                          evidence=record.evidence))
@@ -163,11 +175,23 @@ class Gate:
             if not view.restricted:
                 continue
             change.report["read_view"] = describe(view)
+            updates = change.body.get("updates")
             refusal = write_refusal(view, change.intent.actions, change.base.metadata.schema(),
-                                    changes_schema=changes_schema(change.body.get("updates")))
+                                    changes_schema=changes_schema(updates)) or spec_refusal(
+                view, updates, hidden_ids(change.base.metadata, view.hidden(False)))
             if refusal is not None:
                 record.decision = "deny"
                 raise Forbidden(refusal)
+
+    def _refuse_shedding_rename(self, intent: Intent, record: AuditRecord) -> None:
+        """403 for a rename that would move a table out of (or into) column and row rules:
+        rules name tables, so the policy must say the same of both names first."""
+        source, destination = (need.resource for need in intent.needs)
+        if not self._authorizer.same_restrictions(source, destination):
+            record.decision = "deny"
+            raise Forbidden(f"column or row rules on {source.name} do not apply to "
+                            f"{destination.name}: renaming would change what policy restricts "
+                            "(write the same rules for the new name first)")
 
     def _refuse_hidden_operation(self, principal: Principal, record: AuditRecord,
                                  resource: Resource, body: dict[str, Any],

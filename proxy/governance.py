@@ -96,3 +96,10 @@ class Authorizer(Protocol):
                   columns: tuple[str, ...]) -> ReadView:
         """What the principal may read of ``table``'s ``columns`` (its top-level fields): the
         denied and masked columns and the row filter (SELECT on the table is decided apart)."""
+
+    def same_restrictions(self, source: Resource, destination: Resource) -> bool:
+        """True when every subject's column and row rules on ``source`` are the same on
+        ``destination`` (a rename between them sheds none)."""
+
+    def restricted_anywhere(self, principal: Principal) -> bool:
+        """True when some SELECT deny, mask or row filter applies to the principal anywhere."""

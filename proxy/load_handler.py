@@ -28,6 +28,7 @@ from proxy.read_views import ReadViews, describe
 from proxy.reads.credentials import without_credentials
 from proxy.reads.projection import project_load_result
 from proxy.resources import Resource
+from proxy.scan_access import check_row_filter_history
 
 MayRestrict = Callable[[Principal, Resource], bool]
 
@@ -58,6 +59,7 @@ class TableAnswers:
         if not view.restricted:
             return None
         evidence.append({"resource": str(table), "read_view": describe(view)})
+        check_row_filter_history(view, metadata)
         applies_masks = self._views.applies_masks(inbound.headers)
         projected = without_credentials(project_load_result(result, view,
                                                             applies_masks=applies_masks))

@@ -20,7 +20,7 @@ from proxy.read_views import ReadViews, hidden_ids, nested_ids
 from proxy.reads.projection import partition_refusal
 from proxy.resources import Resource
 from proxy.restrictions import ReadView
-from proxy.scan_access import bound_row_filter, refuse_hidden
+from proxy.scan_access import bound_row_filter, check_row_filter_history, refuse_hidden
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,7 @@ def judge(context: ReadContext, request: ScanRequest) -> None:
     refuse_hidden(request.stats_fields or (), schema, context.view, what="stats-fields",
                   **common)
     bound_row_filter(context.view, context.metadata.schema())
+    check_row_filter_history(context.view, context.metadata)
     refuse_hidden_partitions(context)
     for name in request.select or ():
         if not _has_field(schema, name, request.case_sensitive):

@@ -15,8 +15,10 @@ from pyiceberg.exceptions import ResolveError
 from pyiceberg.expressions import BooleanExpression
 from pyiceberg.expressions.visitors import bind
 from pyiceberg.schema import Schema
+from pyiceberg.table.metadata import TableMetadata
 
 from proxy.errors import Forbidden
+from proxy.planning.filter_json import referenced_columns
 from proxy.restrictions import ReadView
 
 
@@ -61,3 +63,25 @@ def bound_row_filter(view: ReadView, schema: Schema) -> BooleanExpression:
         raise Forbidden(f"a row filter restricts what you may read of {view.table.name} and "
                         "it cannot be applied to this table's schema; ask the policy's "
                         "authors") from exc
+
+
+def check_row_filter_history(view: ReadView, metadata: TableMetadata) -> None:
+    """403 when the row filter names a column hidden from the principal (it would be declared
+    to it in ``read-restrictions``), or a column that has named different fields over the
+    table's schema history (renamed away and another added under its name): the filter's
+    meaning moved, and which rows it admits is no longer what the policy's authors wrote."""
+    if view.row_filter is None:
+        return
+    names = referenced_columns(view.row_filter.expression)
+    if {name.split(".")[0] for name in names} & view.hidden(False):
+        raise Forbidden(f"a row filter restricts what you may read of {view.table.name} by a "
+                        "column hidden from you, which cannot be declared to you; ask the "
+                        "policy's authors")
+    for name in names:
+        top = name.split(".")[0]
+        ids = {f.field_id for schema in metadata.schemas for f in schema.fields
+               if f.name in (name, top)}
+        if len(ids) > 1:
+            raise Forbidden(f"a row filter restricts what you may read of {view.table.name}, "
+                            "and a column it names has meant different columns over the "
+                            "table's history; ask the policy's authors")

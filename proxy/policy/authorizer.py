@@ -141,6 +141,15 @@ class PolicyAuthorizer:
         per policy generation; the table's rules are gathered once for any set of columns."""
         return self._generation.read_view(principal, table, tuple(columns))
 
+    def restricted_anywhere(self, principal: Principal) -> bool:
+        """True when some SELECT deny, mask or row filter applies to the principal anywhere."""
+        subjects = decisions.subjects_of(self.policy, principal)
+        return not self.policy.index.reads.subjects.isdisjoint(subjects)
+
+    def same_restrictions(self, source: Resource, destination: Resource) -> bool:
+        """True when no subject's column or row rules differ between the two tables."""
+        return decisions.same_restrictions(self.policy, source, destination)
+
     def restricts(self, principal: Principal, table: Resource) -> bool:
         """True when some column or row rule applies to ``principal`` on ``table`` (whatever its
         columns): only then must a loadTable answer be read and projected."""

@@ -104,3 +104,23 @@ def table_verdicts(policy: CompiledPolicy, principal: Principal, table: Resource
         return dict.fromkeys(columns, refused)
     rules = table_rules(policy, principal, table, subjects)
     return {column: rules.verdict(column) for column in columns}
+
+
+def same_restrictions(policy: CompiledPolicy, source: Resource, destination: Resource) -> bool:
+    """True when every subject's column and row rules (and SELECT denies) on ``source`` are
+    the same on ``destination``: renaming a table from one to the other sheds none of them
+    (rules name tables, so a rename could otherwise move a table out of its restrictions)."""
+    reads = policy.index.reads
+    return all(_shape(reads.table_rules((s,), source)) == _shape(reads.table_rules((s,),
+                                                                                   destination))
+               for s in reads.subjects)
+
+
+def _shape(rules: TableRules) -> tuple[object, ...]:
+    """What a table's rules do, without where they were written."""
+    def verdict(v: ColumnVerdict) -> tuple[object, ...]:
+        return (v.state, None if v.mask is None else (v.mask.action, v.mask.value))
+
+    named = tuple(sorted((name, verdict(v)) for name, v in rules.named.items()))
+    row = None if rules.row_filter is None else rules.row_filter.text
+    return (verdict(rules.default), named, row)

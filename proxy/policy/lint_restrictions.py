@@ -5,7 +5,8 @@
 * a mask that a deny always overrides (deny wins over masks);
 * a row filter on a text that another line uses as a column: a filter applies only where the
   text names a table, which policy files cannot tell apart from a column;
-* ``filter:true``, which filters nothing.
+* ``filter:true``, which filters nothing;
+* a row filter over a column that the same subject may not see (its values are declared).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from proxy.governance import Action
+from proxy.planning.filter_json import referenced_columns
 from proxy.policy.effects import Restriction
 from proxy.policy.index import role_closure
 from proxy.policy.patterns import horizon, meets
@@ -30,6 +32,8 @@ def restriction_warnings(parsed: ParsedPolicy) -> Iterator[tuple[int, str]]:
         yield from _mask_overridden(mask, parsed.rules, holds)
     for row_filter in filters:
         yield from _filter_warnings(row_filter, masks)
+        holds = {row_filter.subject, *closure.get(row_filter.subject, ())}
+        yield from _filter_over_hidden(row_filter, parsed.rules, masks, holds)
 
 
 def _mask_conflicts(mask: Restriction, masks: list[Restriction], holds: set[str],
@@ -81,3 +85,30 @@ def _filter_warnings(row_filter: Restriction,
 def _overlap(left: Restriction, right: Restriction) -> bool:
     limit = horizon(left.pattern, right.pattern)
     return any(True for _ in meets(left.pattern, right.pattern, limit))
+
+
+def _filter_over_hidden(row_filter: Restriction, rules: tuple[Rule, ...],
+                        masks: list[Restriction], holds: set[str]) -> Iterator[tuple[int, str]]:
+    """A filter on an exactly named table over a column that a deny or mask of the same
+    subject hides: the filter and its literals are declared to that principal anyway
+    (``read-restrictions``), and plans prune by the hidden column."""
+    if row_filter.row_filter is None or not row_filter.pattern.exact:
+        return
+    table = tuple(str(s) for s in row_filter.pattern.segments)
+    for name in sorted(referenced_columns(row_filter.row_filter)):
+        parts = (*table, name.split(".")[0])
+        lines = [r.line for r in rules if not r.allow and r.subject in holds
+                 and Action.SELECT in r.actions and _reaches(r, parts)]
+        lines += [m.line for m in masks if m.subject in holds and m.pattern.matches(parts)]
+        if lines:
+            yield row_filter.line, (f"filters on column {name!r}, which line {min(lines)} "
+                                    "hides from the same subject: the filter and its values "
+                                    "are declared to that principal, and plans prune by it")
+            return
+
+
+def _reaches(deny: Rule, parts: tuple[str, ...]) -> bool:
+    """The deny matches ``parts`` itself or, as denies do, something above it."""
+    beneath = deny.beneath()
+    return deny.pattern.matches(parts) or (beneath is not None
+                                           and beneath.pattern.matches(parts))

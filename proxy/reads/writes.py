@@ -43,12 +43,13 @@ CHANGES_ROWS: frozenset[Action] = frozenset({
 })
 """Actions whose commits may remove or change existing rows (a snapshot rollback included)."""
 
-SCHEMA_UPDATES: frozenset[str] = frozenset({"add-schema", "set-current-schema"})
+SCHEMA_UPDATES: frozenset[str] = frozenset({"add-schema", "set-current-schema", "remove-schemas"})
 """Table update actions that change the table's schema."""
 
 
 def changes_schema(updates: object) -> bool:
-    """True when a commit's ``updates`` list adds a schema or sets the current one (anything
+    """True when a commit's ``updates`` list adds, selects or removes schemas (removing old
+    schemas forgets what a renamed hidden column was called; anything
     that is not a list of update objects changes nothing here; its shape is judged elsewhere)."""
     if not isinstance(updates, list):
         return False
@@ -61,7 +62,7 @@ def write_refusal(view: ReadView, actions: frozenset[Action], schema: Schema, *,
     ``schema``; otherwise the 403 message. ``changes_schema``: the commit adds or selects a
     schema (see ``changes_schema``)."""
     return (_column_refusal(view, actions, schema, changes_schema)
-            or _row_refusal(view, actions))
+            or _row_refusal(view, actions, changes_schema))
 
 
 def _column_refusal(view: ReadView, actions: frozenset[Action], schema: Schema,
@@ -85,7 +86,11 @@ def _column_refusal(view: ReadView, actions: frozenset[Action], schema: Schema,
     return None
 
 
-def _row_refusal(view: ReadView, actions: frozenset[Action]) -> str | None:
+def _row_refusal(view: ReadView, actions: frozenset[Action],
+                 schema_change: bool = False) -> str | None:
+    if view.row_filter is not None and schema_change:
+        return (f"commit refused: a row filter limits what you may read of {view.table.name}, "
+                "and changing the schema could change what the filter's columns mean")
     changing = actions & CHANGES_ROWS
     if view.row_filter is None or not changing:
         return None
@@ -147,3 +152,22 @@ def _names_hidden(expression: Any, schema: Schema, hidden: frozenset[str],
         if column in hidden:
             return True
     return False
+
+
+def spec_refusal(view: ReadView, updates: object, hidden_ids: frozenset[int]) -> str | None:
+    """A partition spec or sort order over a hidden column, refused before it lands: a
+    partition column's values are in every file path and manifest (and would lock restricted
+    readers out of the table), a sort order's in every file's ordering."""
+    if not isinstance(updates, list) or not hidden_ids:
+        return None
+    for update in updates:
+        if not isinstance(update, Mapping):
+            continue
+        body = update.get("spec") if update.get("action") == "add-spec" else \
+            update.get("sort-order") if update.get("action") == "add-sort-order" else None
+        fields = body.get("fields") if isinstance(body, Mapping) else None
+        for field in fields if isinstance(fields, list) else ():
+            if isinstance(field, Mapping) and field.get("source-id") in hidden_ids:
+                return (f"commit refused: {view.table.name} cannot be partitioned or sorted by "
+                        "a column hidden from you")
+    return None

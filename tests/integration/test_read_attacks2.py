@@ -123,12 +123,6 @@ def _drop(world: World, identifier: str) -> None:
 # == findings (xfail until fixed) ===========================================================
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING 1: a row-filtered principal with ALTER renames the filter's column (region -> "
-    "zone) and adds a new column named region: the row filter now binds to the new, "
-    "statistics-less column and prunes nothing, so every principal with that filter is "
-    "planned every file (proxy/reads/writes.py write_refusal allows schema changes to "
-    "row-filtered principals; the row filter is bound by name to the current schema only)"))
 def test_schema_evolution_by_a_row_filtered_writer_cannot_rebind_its_filter(
         world: World) -> None:
     build_orders(world.admin)
@@ -147,11 +141,6 @@ def test_schema_evolution_by_a_row_filtered_writer_cannot_rebind_its_filter(
         assert all("region=eu" in path for path in _paths(planned))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING 2: after ssn is renamed tax_id, the stale rule on ssn still hides tax_id only "
-    "because an old schema says so (proxy/read_views.py widened); a column-restricted "
-    "principal with ALTER removes that schema (remove-schemas, not a schema change for "
-    "proxy/reads/writes.py changes_schema) and reads tax_id, ssn's values"))
 def test_removing_old_schemas_does_not_reveal_a_renamed_hidden_column(world: World) -> None:
     table = build_customers(world.admin)
     with table.update_schema() as update:
@@ -167,11 +156,6 @@ def test_removing_old_schemas_does_not_reveal_a_renamed_hidden_column(world: Wor
     assert planned.status_code == 403 or SSN_ID not in _stat_keys(planned)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING 3: rules are by name; analyst-writer renames demo.customers (RENAME_TABLE) into "
-    "scratch, where no column rule applies, and plans ssn with its bounds (proxy/intent.py "
-    "_rename asks only RENAME_TABLE + CREATE_TABLE, not that the destination's read view "
-    "is at least as narrow as the source's)"))
 def test_renaming_a_restricted_table_does_not_shed_its_rules(world: World) -> None:
     build_customers(world.admin)
     _drop(world, "scratch.moved")
@@ -188,12 +172,6 @@ def test_renaming_a_restricted_table_does_not_shed_its_rules(world: World) -> No
             world.admin.rename_table("scratch.moved", CUSTOMERS)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING 4: a restricted writer's commit answer keeps metadata-location (the spec "
-    "requires it; proxy/load_handler.py project_response keep_location=True), a file that "
-    "holds every column: registered in a namespace the writer owns, it is a table without "
-    "the restrictions (the loadTable fix of finding 3 of the first review, bypassed by any "
-    "commit, even a set-properties)"))
 def test_a_commit_answer_cannot_be_registered_into_an_unrestricted_copy(world: World) -> None:
     build_customers(world.admin)
     _drop(world, "scratch.copy")
@@ -210,14 +188,6 @@ def test_a_commit_answer_cannot_be_registered_into_an_unrestricted_copy(world: W
     assert not leaked, (registered.status_code, planned.text[:200])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING 5: a column-restricted principal with ALTER adds a partition spec on the "
-    "denied ssn and makes it the default: the commit lands, then its answer is 403 (the "
-    "projection of the answer refuses a hidden partition column, proxy/load_handler.py "
-    "project_response): the client is told it failed, every restricted reader is locked out "
-    "of the table, and later writes put ssn values into paths and partition tuples; "
-    "proxy/reads/writes.py write_refusal should refuse add-spec over a hidden column before "
-    "the commit is forwarded"))
 def test_a_partition_spec_over_a_hidden_column_is_refused_before_it_lands(
         world: World) -> None:
     build_customers(world.admin)
@@ -230,12 +200,6 @@ def test_a_partition_spec_over_a_hidden_column_is_refused_before_it_lands(
     assert table.spec().is_unpartitioned(), "the refused commit landed"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING 6: a row filter over a column the principal may not see loads without a "
-    "warning (icegov policy check too) and loadTable declares it in read-restrictions: the "
-    "hidden column's field id and the policy's literal of it go to the principal, and plans "
-    "prune by it (an oracle on the hidden column); proxy/reads/restrictions_json.py "
-    "read_restrictions / proxy/policy/lint_restrictions.py"))
 def test_a_row_filter_over_a_hidden_column_is_not_handed_to_the_principal(
         world: World) -> None:
     _drop(world, "demo.filtered")

@@ -37,15 +37,6 @@ def unfrozen() -> Iterator[None]:
     gc.collect()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING 7: when a plan's pause of the collector ends after a large decode, gc.freeze() "
-    "moves every object alive at that moment to the permanent generation, cyclic garbage "
-    "made meanwhile by any request in the process included: it is never collected "
-    "(proxy/planning/manifest_cache.py _CollectorPause._release). Each large cold plan "
-    "(alternate snapshots or tables to miss the cache) leaks what concurrent requests left "
-    "behind during the whole pause (error tracebacks are cycles): memory grows without "
-    "bound. Suggested: gc.collect() before gc.freeze() (a cost paid once per freeze), or "
-    "freeze only when the pause was held alone and briefly"))
 def test_cyclic_garbage_of_a_large_pause_is_still_collected(unfrozen: None) -> None:
     pause = _CollectorPause()
     with pause.held(freeze=True):
@@ -82,10 +73,6 @@ def test_the_pause_always_gives_the_collector_back() -> None:
     assert gc.isenabled()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING 2 (unit): remove-schemas drops the old schemas that keep a renamed hidden "
-    "column hidden under its new name (proxy/read_views.py widened); for a restricted "
-    "writer it must count as a schema change (proxy/reads/writes.py SCHEMA_UPDATES)"))
 def test_removing_schemas_is_a_schema_change() -> None:
     assert changes_schema([{"action": "remove-schemas", "schema-ids": [0]}])
 
@@ -112,11 +99,6 @@ def test_a_doubled_quote_stays_inside_the_literal() -> None:
     assert "Or" not in repr(restriction.row_filter)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING 6 (unit): a row filter over a column a deny hides from the same subject loads "
-    "without a warning from icegov policy check; its literal and the column's id are then "
-    "declared to that principal in read-restrictions (proxy/policy/lint_restrictions.py "
-    "restriction_warnings)"))
 def test_policy_check_warns_about_a_filter_over_a_denied_column() -> None:
     text = BASE + ("p, analyst, icegov.demo.customers.ssn, SELECT, deny\n"
                    "p, analyst, icegov.demo.customers, SELECT, filter:ssn = '111-11-1111'\n")
