@@ -163,6 +163,7 @@ def _read_handlers(forwarder: Forwarder, answers: TableAnswers, views: ReadViews
     credentials = CredentialsHandler(forwarder, answers, service)
     return {
         "load_table": load.load_table,
+        "create_table": load.create_table,
         "load_credentials": credentials.load_credentials,
         "plan_table_scan": plans.plan_table_scan,
         "fetch_planning_result": plans.fetch_planning_result,

@@ -21,12 +21,13 @@ from starlette.responses import JSONResponse, Response
 
 from proxy.admission import Admission
 from proxy.backing.forward import Forwarder, relayed
-from proxy.errors import BackingFailed
+from proxy.errors import BackingFailed, Forbidden
 from proxy.governance import Principal
 from proxy.inbound import InboundRequest
 from proxy.read_views import ReadViews, describe
 from proxy.reads.credentials import without_credentials
 from proxy.reads.projection import project_load_result
+from proxy.reads.writes import spec_refusal
 from proxy.resources import Resource
 from proxy.scan_access import check_row_filter_history
 
@@ -64,6 +65,25 @@ class TableAnswers:
         projected = without_credentials(project_load_result(result, view,
                                                             applies_masks=applies_masks))
         return without_metadata_files(projected, keep_location=keep_location)
+
+    def refuse_hidden_layout(self, principal: Principal, table: Resource, body: Any) -> None:
+        """403 before a table is created partitioned or sorted by a column that policy hides
+        from its creator (the answer could not be projected: every path holds its values)."""
+        schema = body.get("schema") if isinstance(body, dict) else None
+        fields = schema.get("fields") if isinstance(schema, dict) else None
+        if not isinstance(fields, list):
+            return
+        named: dict[str, int] = {
+            f["name"]: f["id"] for f in fields
+            if isinstance(f, dict) and isinstance(f.get("name"), str)
+            and isinstance(f.get("id"), int)}
+        view = self._views.of_columns(principal, table, tuple(sorted(named)))
+        hidden_ids = frozenset(named[n] for n in view.hidden(False) if n in named)
+        updates = [{"action": "add-spec", "spec": body.get("partition-spec")},
+                   {"action": "add-sort-order", "sort-order": body.get("write-order")}]
+        refusal = spec_refusal(view, updates, hidden_ids)
+        if refusal is not None:
+            raise Forbidden(refusal)
 
     async def project_response(self, response: Response, inbound: InboundRequest,
                                admission: Admission, table: Resource) -> Response:
@@ -111,3 +131,14 @@ class LoadTableHandler:
         if projected is None:
             return relayed(upstream, upstream.content)
         return JSONResponse(projected, headers={"cache-control": "no-store"})
+
+    async def create_table(self, inbound: InboundRequest, admission: Admission) -> Response:
+        """Create (or stage-create) a table: forwarded; its answer, which carries the new
+        table's metadata and any vended credentials, projected for a restricted principal."""
+        principal, table = admission.principal, admission.intent.needs[0].resource
+        if principal is None or not self._answers.restricted(principal, table):
+            return await self._forwarder.forward(inbound)
+        self._answers.refuse_hidden_layout(principal, table, inbound.json())
+        upstream = await self._forwarder.exchange(inbound)
+        response = relayed(upstream, upstream.content)
+        return await self._answers.project_response(response, inbound, admission, table)

@@ -81,6 +81,11 @@ class ReadViews:
         raw = self._authorizer.read_view(principal, table, column_names(metadata))
         return widened(raw, metadata)
 
+    def of_columns(self, principal: Principal, table: Resource,
+                   columns: tuple[str, ...]) -> ReadView:
+        """The view of ``columns`` by name only (a table that does not exist yet)."""
+        return self._authorizer.read_view(principal, table, columns)
+
     def applies_masks(self, headers: Headers) -> bool:
         """True when the client says (X-Client-Version) it is one that applies masks itself."""
         if not self._mask_capable:

@@ -77,7 +77,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("DELETE", _NS, "drop_namespace"),
     Endpoint("POST", _NS + "/properties", "update_namespace_properties", json_body=True),
     Endpoint("GET", _NS + "/tables", "list_tables", owned=True),
-    Endpoint("POST", _NS + "/tables", "create_table", json_body=True),
+    Endpoint("POST", _NS + "/tables", "create_table", json_body=True, owned=True),
     Endpoint("POST", _NS + "/register", "register_table", json_body=True),
     Endpoint("GET", _TABLE, "load_table", owned=True),
     Endpoint("HEAD", _TABLE, "table_exists"),

@@ -15,8 +15,11 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import ForbiddenError
+from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
+from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
 
 from tests.conftest import RunningProxy, proxy_for
@@ -40,7 +43,9 @@ def proxy(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ru
     policies = workdir / "policies"
     shutil.copytree(POLICIES, policies)
     with (policies / "policy.csv").open("a") as rules:
-        rules.write("p, analyst, icegov.demo.*, INSERT, allow\n")
+        rules.write("p, analyst, icegov.demo.*, INSERT, allow\n"
+                    "p, analyst, icegov.demo.*, CREATE_TABLE, allow\n"
+                    "p, analyst, icegov.demo.*.ssn, SELECT, deny\n")
     policy = {"model_path": policies / "model.conf", "policy_path": policies / "policy.csv"}
     with proxy_for(backend, workdir, policy=policy) as running:
         yield running
@@ -90,3 +95,20 @@ def test_equality_deletes_on_a_hidden_column_refuse_the_plan(proxy: RunningProxy
         "demo.customers", {})
     assert admin_plan.answers[0].get("delete-files")  # the admin gets the delete to apply
 
+
+def test_a_restricted_creator_gets_a_projected_answer_and_no_hidden_partitioning(
+        proxy: RunningProxy) -> None:
+    analyst = RestCatalog("analyst", uri=proxy.url, credential=ANALYST)
+    RestCatalog("admin", uri=proxy.url, credential=ADMIN).create_namespace_if_not_exists("demo")
+    spec = PartitionSpec(PartitionField(4, 1000, IdentityTransform(), "ssn"))
+    with pytest.raises(ForbiddenError):
+        analyst.create_table("demo.by_ssn", CUSTOMERS, partition_spec=spec)
+    admin = RestCatalog("admin", uri=proxy.url, credential=ADMIN)
+    assert not admin.table_exists("demo.by_ssn")  # refused before it was created
+    created = analyst.create_table("demo.people", CUSTOMERS)
+    try:
+        assert _columns(created) == ["id", "name", "email"]  # ssn is hidden by the wildcard
+        assert [f.name for f in admin.load_table("demo.people").schema().fields] == [
+            "id", "name", "email", "ssn"]
+    finally:
+        admin.drop_table("demo.people")
