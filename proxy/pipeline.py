@@ -12,6 +12,7 @@ audited with ``replayed``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping
 
 import structlog
@@ -28,6 +29,7 @@ from proxy.enforce import Coarse, Gate
 from proxy.errors import IcebergError, error_response
 from proxy.idempotency import Claim, Idempotency, Replay
 from proxy.inbound import InboundRequest, read_routed
+from proxy.metrics import Metrics
 from proxy.routes import ENDPOINTS, RouteTable
 
 log = structlog.get_logger("icegov")
@@ -51,7 +53,8 @@ class GovernedDispatcher:
 
     def __init__(self, routes: RouteTable, handlers: Mapping[str, GovernedHandler],
                  forward: GovernedHandler, gate: Gate, audit: AuditLog,
-                 max_body_bytes: int, idempotency: Idempotency | None = None) -> None:
+                 max_body_bytes: int, idempotency: Idempotency | None = None,
+                 metrics: Metrics | None = None) -> None:
         check_owned_handled(handlers)
         self._routes = routes
         self._handlers = dict(handlers)
@@ -60,12 +63,15 @@ class GovernedDispatcher:
         self._audit = audit
         self._max_body = max_body_bytes
         self._idempotency = idempotency
+        self._metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         record = _record(scope)
         response = await self._answer(scope, receive, record)
         record.status = response.status_code
         self._audit.write(record)  # before the answer leaves: a caller never outruns its record
+        if self._metrics is not None:
+            self._metrics.observe_request(record, time.perf_counter())
         await response(scope, receive, send)
 
     async def _answer(self, scope: Scope, receive: Receive, record: AuditRecord) -> Response:
