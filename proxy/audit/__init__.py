@@ -1,5 +1,13 @@
-"""The audit stream: one structured JSON line per decision (``proxy.audit.record``)."""
+"""The audit stream: one sealed JSON line per decision, to stdout and/or a rotating file.
 
-from proxy.audit.record import AuditLog, AuditRecord, AuditSettings
+``record`` says what one record holds, ``chain`` how records are linked and sealed (seq, prev,
+hash), ``files`` how the file sink rotates and resumes, ``log`` how records are written (and
+when mutating requests are refused because they cannot be), ``verify`` how a stream is checked
+(``icegov audit verify``). The record's JSON Schema ships as ``record-v2.schema.json``.
+"""
 
-__all__ = ["AuditLog", "AuditRecord", "AuditSettings"]
+from proxy.audit.log import AuditLog, AuditUnavailable, is_mutating
+from proxy.audit.record import AuditRecord
+from proxy.audit.settings import AuditSettings
+
+__all__ = ["AuditLog", "AuditRecord", "AuditSettings", "AuditUnavailable", "is_mutating"]

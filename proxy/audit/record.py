@@ -1,4 +1,4 @@
-"""The audit stream: one structured JSON line per decision, to stdout and/or a file.
+"""What one audit record says about one request.
 
 Every request that reaches a governed endpoint produces exactly one record, written after the
 outcome is known (status and latency), whether it was allowed, denied, hidden or failed. The
@@ -7,27 +7,12 @@ fields are documented in the README ("Audit records").
 
 from __future__ import annotations
 
-import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import IO, Any
-
-import structlog
-from pydantic import BaseModel, ConfigDict
+from typing import Any
 
 from proxy.governance import Decision, Principal
-
-
-class AuditSettings(BaseModel):
-    """Where audit records go."""
-
-    model_config = ConfigDict(frozen=True)
-
-    stdout: bool = True
-    file: Path | None = None
 
 
 @dataclass
@@ -76,7 +61,6 @@ class AuditRecord:
             "latency_ms": round((time.perf_counter() - self.started) * 1000, 3),
         }
 
-
     def new_snapshot_ids(self) -> list[int]:
         """Snapshots that landed: the classified commit's snapshots, once it succeeded."""
         if self.status is None or not 200 <= self.status < 300:
@@ -87,30 +71,3 @@ class AuditRecord:
 def _rule(decision: Decision) -> dict[str, Any]:
     return {"action": str(decision.action), "resource": str(decision.resource),
             "allowed": decision.allowed, "rule": decision.rule}
-
-
-class AuditLog:
-    """Writes audit records as JSON lines through structlog."""
-
-    def __init__(self, settings: AuditSettings) -> None:
-        self._sinks: list[IO[str]] = []
-        if settings.stdout:
-            self._sinks.append(sys.stdout)
-        if settings.file is not None:
-            settings.file.parent.mkdir(parents=True, exist_ok=True)
-            self._sinks.append(settings.file.open("a", encoding="utf-8"))
-        self._render = structlog.processors.JSONRenderer(sort_keys=False)
-        self._lock = threading.Lock()
-
-    def write(self, record: AuditRecord) -> None:
-        """Append one record to every sink (one line each, flushed)."""
-        line = str(self._render(None, "audit", {"event": "audit", **record.to_event()}))
-        with self._lock:
-            for sink in self._sinks:
-                sink.write(line + "\n")
-                sink.flush()
-
-    def close(self) -> None:
-        for sink in self._sinks:
-            if sink is not sys.stdout:
-                sink.close()

@@ -1,0 +1,186 @@
+"""The audit file: append-only lines, rotated by size or age, resumed across restarts.
+
+A rotated file is renamed ``<name>.<first seq, 12 digits>-<UTC time>``, so the rotated files
+sort in chain order by name and ``icegov audit verify audit.log.* audit.log`` checks them all.
+The next file's first record chains from the last record of the one before. On start, the chain
+resumes from the last complete line of the file (or of the newest rotated file when the file
+itself is gone); a line left incomplete by a crash is closed with a newline first, so it stands
+alone (and ``verify`` names it) instead of swallowing the next record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO
+
+import structlog
+
+from proxy.audit.chain import Link, link_of
+
+log = structlog.get_logger("icegov")
+
+_CHUNK = 64 * 1024
+_ROTATED = re.compile(r"^\.\d{12}-\d{8}T\d{6}(\.\d+)?Z$")
+
+
+def last_complete_line(path: Path) -> bytes | None:
+    """The last newline-terminated line of ``path`` (None when it has none)."""
+    with path.open("rb") as handle:
+        pos = handle.seek(0, os.SEEK_END)
+        buffer = b""
+        while pos > 0:
+            step = min(_CHUNK, pos)
+            pos -= step
+            handle.seek(pos)
+            buffer = handle.read(step) + buffer
+            cut = buffer.rfind(b"\n")
+            if cut >= 0 and (pos == 0 or b"\n" in buffer[:cut]):
+                return buffer[:cut].rsplit(b"\n", 1)[-1]
+    return None
+
+
+def ends_mid_line(path: Path) -> bool:
+    """Whether the file's last line lacks its newline (a write cut short)."""
+    with path.open("rb") as handle:
+        if handle.seek(0, os.SEEK_END) == 0:
+            return False
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) != b"\n"
+
+
+def rotated_files(path: Path) -> list[Path]:
+    """The rotated siblings of ``path``, oldest first."""
+    siblings = path.parent.glob(f"{path.name}.*")
+    return sorted(p for p in siblings if _ROTATED.match(p.name[len(path.name):]))
+
+
+class AuditFile:
+    """The file sink. Not thread-safe by itself (``AuditLog`` holds one lock)."""
+
+    def __init__(self, path: Path, rotate_bytes: int | None = None,
+                 rotate_seconds: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.path = path
+        self._rotate_bytes = rotate_bytes
+        self._rotate_seconds = rotate_seconds
+        self._clock = clock
+        self._handle: IO[bytes] | None = None
+        self._size = 0
+        self._opened_at = 0.0
+        self._first_seq: int | None = None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._set_legacy_aside()
+        self._open()
+
+    @property
+    def name(self) -> str:
+        return str(self.path)
+
+    def last_link(self) -> Link | None:
+        """Where the chain on disk ends: the file's last record, else the newest rotated one's."""
+        for candidate in (self.path, *reversed(rotated_files(self.path))):
+            line = last_complete_line(candidate) if candidate.exists() else None
+            if line is not None:
+                return link_of(line)
+        return None
+
+    def write(self, line: str, seq: int) -> None:
+        """Append one line (rotating first when due); raises OSError when it cannot."""
+        data = (line + "\n").encode("ascii")
+        if self._handle is None:
+            self._open()
+        if self._due(len(data)):
+            self._rotate()
+        assert self._handle is not None
+        try:
+            _write_all(self._handle, data)
+        except OSError:
+            self._abandon_partial()
+            raise
+        self._size += len(data)
+        if self._first_seq is None:
+            self._first_seq = seq
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+    def _open(self) -> None:
+        handle = self.path.open("ab", buffering=0)
+        try:
+            self._size = handle.seek(0, os.SEEK_END)
+            if self._size and ends_mid_line(self.path):
+                log.warning("audit.file_repaired", file=str(self.path),
+                            note="the last line was incomplete; it was closed with a newline")
+                _write_all(handle, b"\n")
+                self._size += 1
+        except OSError:
+            handle.close()
+            raise
+        self._handle = handle
+        self._opened_at = self._clock()
+        self._first_seq = _first_seq(self.path) if self._size else None
+
+    def _due(self, incoming: int) -> bool:
+        if self._size == 0:
+            return False
+        too_big = self._rotate_bytes is not None and self._size + incoming > self._rotate_bytes
+        too_old = (self._rotate_seconds is not None
+                   and self._clock() - self._opened_at >= self._rotate_seconds)
+        return too_big or too_old
+
+    def _rotate(self) -> None:
+        self.close()
+        first = self._first_seq or 0
+        target = self.path.with_name(f"{self.path.name}.{first:012d}-{_stamp()}")
+        os.rename(self.path, target)
+        log.info("audit.rotated", file=str(target))
+        self._open()
+
+    def _abandon_partial(self) -> None:
+        """After a failed write: cut the file back to its last whole line when possible and
+        reopen on the next write (which closes a partial line that could not be cut)."""
+        with contextlib.suppress(OSError):
+            os.truncate(self.path, self._size)
+        if self._handle is not None:
+            with contextlib.suppress(OSError):
+                self._handle.close()
+            self._handle = None
+
+    def _set_legacy_aside(self) -> None:
+        """Move a file of version-1 records (no chain) aside, so the chain starts clean."""
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return
+        line = last_complete_line(self.path)
+        if line is None or link_of(line) is not None:
+            return
+        target = self.path.with_name(f"{self.path.name}.legacy-{_stamp()}")
+        os.rename(self.path, target)
+        log.warning("audit.legacy_file", moved_to=str(target),
+                    note="the file holds no icegov.audit/2 records; a new chain starts")
+
+
+def _write_all(handle: IO[bytes], data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = handle.write(view)
+        view = view[written or 0:]
+        if not written:
+            raise OSError("short write")
+
+
+def _first_seq(path: Path) -> int | None:
+    with path.open("rb") as handle:
+        link = link_of(handle.readline())
+    return link.seq if link else None
+
+
+def _stamp() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")

@@ -1,0 +1,139 @@
+"""The audit log: seals each record into the chain and writes it to every sink, under one lock.
+
+A sink that cannot be written (``OSError``) is counted in ``failures`` and logged; the stream is
+``healthy`` again once a write reaches every sink. With ``fail_closed``, a mutating request is
+refused (503) before it reaches the backing catalog while the last write failed; reads still
+answer, and their records (the refusals' too) are what finds the sinks writable again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from typing import IO, Protocol
+
+import structlog
+
+from proxy.audit.chain import START, Chain
+from proxy.audit.files import AuditFile
+from proxy.audit.record import AuditRecord
+from proxy.audit.settings import AuditSettings
+from proxy.errors import IcebergError
+from proxy.routes import PLANNING
+
+log = structlog.get_logger("icegov")
+
+READ_METHODS = frozenset({"GET", "HEAD"})
+NOT_MUTATING = frozenset({"oauth_tokens"}) | PLANNING
+"""POST/DELETE endpoints that change nothing in the catalog: the token endpoint and scan
+planning (reads)."""
+
+
+class AuditUnavailable(IcebergError):
+    """Fail closed: the audit stream cannot be written, so nothing is changed unaudited."""
+
+    status = 503
+    error_type = "ServiceUnavailableException"
+
+    def __init__(self) -> None:
+        super().__init__("audit log unavailable")
+
+
+class Sink(Protocol):
+    """Where sealed lines go."""
+
+    @property
+    def name(self) -> str: ...
+
+    def write(self, line: str, seq: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class StreamSink:
+    """A text stream (stdout), one flushed line per record."""
+
+    def __init__(self, stream: IO[str], name: str = "stdout") -> None:
+        self._stream = stream
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def write(self, line: str, seq: int) -> None:
+        try:
+            self._stream.write(line + "\n")
+            self._stream.flush()
+        except ValueError as exc:  # a closed stream
+            raise OSError("stream closed") from exc
+
+    def close(self) -> None:
+        """The stream belongs to the process; it is left open."""
+
+
+def is_mutating(method: str, endpoint: str) -> bool:
+    """Whether a request may change the catalog (what fail-closed refuses)."""
+    return method not in READ_METHODS and endpoint not in NOT_MUTATING
+
+
+class AuditLog:
+    """Writes each audit record, sealed into the hash chain, to every sink."""
+
+    def __init__(self, settings: AuditSettings, sinks: list[Sink] | None = None) -> None:
+        self.fail_closed = settings.fail_closed
+        self.failures = 0
+        self._healthy = True
+        self._sinks: list[Sink] = sinks if sinks is not None else _sinks(settings)
+        files = [s for s in self._sinks if isinstance(s, AuditFile)]
+        last = files[0].last_link() if files else None
+        self._chain = Chain(settings.key_bytes(), last or START)
+        self._lock = threading.Lock()
+
+    @property
+    def healthy(self) -> bool:
+        """False while the last write failed on some sink."""
+        return self._healthy
+
+    def check_writable(self, record: AuditRecord) -> None:
+        """Refuse the record's request (``AuditUnavailable``, decision ``refused``) when it is
+        mutating, icegov fails closed and the last write failed; called before the request
+        reaches the gate or its handler, so a refused change never reaches the backing."""
+        if self.fail_closed and not self._healthy and is_mutating(record.method,
+                                                                  record.endpoint):
+            record.decision = "refused"
+            raise AuditUnavailable()
+
+    def write(self, record: AuditRecord) -> None:
+        """Seal one record and append it to every sink (one flushed line each)."""
+        event = {"event": "audit", **record.to_event()}
+        with self._lock:
+            line, seq = self._chain.seal(event)
+            written = [self._write_to(sink, line, seq) for sink in self._sinks]
+            self._healthy = all(written)
+
+    def close(self) -> None:
+        with self._lock:
+            for sink in self._sinks:
+                with contextlib.suppress(OSError):
+                    sink.close()
+
+    def _write_to(self, sink: Sink, line: str, seq: int) -> bool:
+        try:
+            sink.write(line, seq)
+        except OSError as exc:
+            self.failures += 1
+            log.error("audit.write_failed", sink=sink.name, seq=seq,
+                      error_type=type(exc).__name__, errno=exc.errno)
+            return False
+        return True
+
+
+def _sinks(settings: AuditSettings) -> list[Sink]:
+    sinks: list[Sink] = []
+    if settings.file is not None:
+        sinks.append(AuditFile(settings.file, settings.rotate_bytes, settings.rotate_seconds))
+    if settings.stdout:
+        sinks.append(StreamSink(sys.stdout))
+    return sinks

@@ -1,0 +1,30 @@
+"""Where audit records go, how they are sealed, and what happens when they cannot be written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+
+class AuditSettings(BaseModel):
+    """The audit stream's settings (``ICEGOV__AUDIT__<FIELD>``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stdout: bool = True
+    file: Path | None = None
+    hmac_key: SecretStr | None = Field(
+        default=None, description="Seal each record with HMAC-SHA256 under this key instead of a "
+                                  "plain SHA-256 hash (verify then needs the key).")
+    rotate_bytes: int | None = Field(
+        default=None, gt=0, description="Rotate the audit file before it would grow past this.")
+    rotate_seconds: float | None = Field(
+        default=None, gt=0, description="Rotate the audit file once it has been open this long.")
+    fail_closed: bool = Field(
+        default=False, description="Refuse mutating requests (503) while the last audit write "
+                                   "failed.")
+
+    def key_bytes(self) -> bytes | None:
+        """The HMAC key as bytes, or None for plain SHA-256 hashes."""
+        return self.hmac_key.get_secret_value().encode("utf-8") if self.hmac_key else None
