@@ -33,6 +33,7 @@ from proxy.inbound import InboundRequest
 from proxy.intent import check_intents_complete
 from proxy.listing import ListingHandlers
 from proxy.load_handler import LoadTableHandler, TableAnswers
+from proxy.metrics import Metrics
 from proxy.pipeline import GovernedDispatcher, GovernedHandler
 from proxy.plan_handler import PlanHandlers
 from proxy.plan_service import PlanService
@@ -84,10 +85,13 @@ def create_app(settings: Settings, backing: Backing | None = None) -> Starlette:
     check_classification_complete()
     identity = build_identity(settings.identity, embedded_catalog=settings.embedded)
     authorizer = PolicyAuthorizer.from_settings(settings.policy)
+    metrics = Metrics()
+    identity.token_endpoint.on_issued(metrics.observe_token)
     backing = backing or connect_backing(settings)
     timeout = httpx.Timeout(**settings.timeouts.model_dump())
     auth = backing_auth_from_settings(settings, backing.transport, backing.base_url, timeout)
-    forwarder = Forwarder(backing.transport, backing.base_url, auth, timeout)
+    forwarder = Forwarder(backing.transport, backing.base_url, auth, timeout,
+                          metrics.observe_backing)
     audit = AuditLog(settings.audit)
     offers = BackingOffers(forwarder.fetch, settings.endpoints_refresh_seconds)
     idempotency = open_idempotency(settings)
@@ -105,12 +109,13 @@ def create_app(settings: Settings, backing: Backing | None = None) -> Starlette:
     answers = TableAnswers(views, authorizer.restricts)
     handlers = _handlers(forwarder, authorizer, config, identity.token_endpoint,
                          CommitHandlers(Committer(forwarder, settings.commit_limits,
-                                                  settings.commit_retry), answers))
+                                                  settings.commit_retry, metrics), answers))
     handlers.update(_read_handlers(forwarder, answers, views, planner, settings,
-                                   lambda: authorizer.generation))
+                                   lambda: authorizer.generation, metrics))
+    metrics.watch(manifest_cache=lambda: planner.manifests.stats, policy=authorizer, audit=audit)
     dispatcher = GovernedDispatcher(
         RouteTable(), handlers, _forward(forwarder), gate, audit, settings.max_body_bytes,
-        idempotency=idempotency,
+        idempotency=idempotency, metrics=metrics,
     )
     readiness = BackingHandlers(forwarder, authorizer)
 
@@ -126,7 +131,8 @@ def create_app(settings: Settings, backing: Backing | None = None) -> Starlette:
 
     return iceberg_app(
         dispatcher,
-        routes=[Route("/healthz", healthz), Route("/readyz", readiness.readyz)],
+        routes=[Route("/healthz", healthz), Route("/readyz", readiness.readyz),
+                Route("/metrics", metrics.endpoint)],
         middleware=[Middleware(RequestContextMiddleware)],
         lifespan=lifespan,
     )
@@ -154,11 +160,12 @@ def _handlers(forwarder: Forwarder, authorizer: PolicyAuthorizer, config: Config
 
 def _read_handlers(forwarder: Forwarder, answers: TableAnswers, views: ReadViews,
                    planner: Planner, settings: Settings,
-                   generation: Callable[[], int]) -> dict[str, GovernedHandler]:
+                   generation: Callable[[], int], metrics: Metrics) -> dict[str, GovernedHandler]:
     """loadTable (projected for restricted principals) and the planning endpoints."""
     load = LoadTableHandler(forwarder, answers)
     service = PlanService(TableReader(forwarder.fetch, views), planner, settings.planning,
                           generation)
+    metrics.watch(plan_cache=lambda: service.plan_cache_stats)
     plans = PlanHandlers(service)
     credentials = CredentialsHandler(forwarder, answers, service)
     return {

@@ -44,6 +44,7 @@ from proxy.commits.retry import CommitRetry
 from proxy.commits.written import discard
 from proxy.errors import CommitFailed, CommitStateUnknown, CommitTimeout, IcebergError
 from proxy.inbound import InboundRequest
+from proxy.metrics import Metrics
 from proxy.rebuild import Rebuilder, rebuilder_for
 
 log = structlog.get_logger("icegov")
@@ -100,7 +101,9 @@ class Unknown(Exception):
 class Committer:
     """Lands admitted commits (one table, or a transaction) on the backing catalog."""
 
-    def __init__(self, forwarder: Forwarder, limits: CommitLimits, retry: CommitRetry) -> None:
+    def __init__(self, forwarder: Forwarder, limits: CommitLimits, retry: CommitRetry,
+                 metrics: Metrics | None = None) -> None:
+        self._metrics = metrics
         self._forwarder = forwarder
         self._limits = limits
         self._retry = retry
@@ -112,12 +115,28 @@ class Committer:
         request body (None: the caller's bytes unchanged)."""
         pending = [Pending(c, b, c.base, rebuilder_for(c, b, self._limits))
                    for c, b in zip(changes, bodies, strict=True)]
+        try:
+            return await self._land(inbound, pending, wire, single)
+        finally:
+            self._observe(pending)
+
+    async def _land(self, inbound: InboundRequest, pending: list[Pending], wire: Wire,
+                    single: bool) -> Response:
         for p in pending:
             if p.change.stale is not None and p.rebuilder is None:
                 p.report(outcome="conflict")
                 raise p.change.stale  # built on a state that moved: nothing was sent
         async with self._queue.turn([p.key for p in pending]) as slots:
             return await _Attempts(self, inbound, pending, slots, wire, single).run()
+
+    def _observe(self, pending: Sequence[Pending]) -> None:
+        """Count each change's outcome (``unknown`` when none was reported) and rebases."""
+        if self._metrics is None:
+            return
+        for p in pending:
+            self._metrics.observe_commit(p.change.intent.evidence.classification,
+                                         str(p.change.report.get("outcome", "unknown")),
+                                         p.rebased)
 
 
 class _Attempts:
@@ -231,7 +250,10 @@ class _Attempts:
     def _outcome(self, states: Sequence[TableState | None]) -> Outcome:
         outcomes = {outcome_of(p.body, None if s is None else s.metadata)
                     for p, s in zip(self._pending, states, strict=True)}
-        return outcomes.pop() if len(outcomes) == 1 else Outcome.UNKNOWN
+        outcome = outcomes.pop() if len(outcomes) == 1 else Outcome.UNKNOWN
+        if self._c._metrics is not None:
+            self._c._metrics.observe_reconciled(outcome.value)
+        return outcome
 
     def _reconciled(self, states: Sequence[TableState | None]) -> Response:
         self._report(outcome="reconciled")

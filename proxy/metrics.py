@@ -163,7 +163,8 @@ class Metrics:
 
     def observe_commit(self, classification: str | None, outcome: str, rebases: int) -> None:
         """One table change of a commit, once its outcome is known."""
-        self._commits.labels(_classification(classification), outcome).inc()
+        self._commits.labels(_classification(classification),
+                             outcome if outcome in COMMIT_OUTCOMES else "other").inc()
         if rebases:
             self._rebases.inc(rebases)
 
@@ -184,6 +185,7 @@ class Metrics:
         return Response(self.exposition(), media_type=CONTENT_TYPE_LATEST)
 
 
+COMMIT_OUTCOMES = frozenset({"landed", "conflict", "refused", "reconciled", "unknown"})
 _CLASSES = frozenset({"INSERT", "DELETE", "UPDATE", "REWRITE"})
 
 

@@ -32,7 +32,7 @@ from proxy.plan_jobs import PlanJobs
 from proxy.planning import wire
 from proxy.planning.expressions import canonical_json
 from proxy.planning.implication import implies
-from proxy.planning.plan_cache import PlanCache, PlanKey
+from proxy.planning.plan_cache import PlanCache, PlanCacheStats, PlanKey
 from proxy.planning.planner import Plan, Planner, ScanSpec
 from proxy.planning.request import ScanRequest, parse_scan_request
 from proxy.planning.settings import PlanningSettings
@@ -95,6 +95,11 @@ class PlanService:
         self._answers = AnswerCache(settings.answer_cache_bytes)
         self._jobs = PlanJobs()
         self._large_scans: SizedLru[str, TaskClaims] = SizedLru(_LARGE_SCANS_KEPT)
+
+    @property
+    def plan_cache_stats(self) -> PlanCacheStats:
+        """Hits, misses and reuses of the plan cache so far (for metrics)."""
+        return self._plans.stats
 
     async def open_scan(self, inbound: InboundRequest, admission: Admission,
                         request: ScanRequest) -> Scan:

@@ -9,7 +9,8 @@ responses stream back unchanged apart from hop-by-hop headers.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 
 import httpx
 import structlog
@@ -48,8 +49,10 @@ class Forwarder:
 
     def __init__(
         self, transport: httpx.AsyncBaseTransport, base_url: str, auth: BackingAuth,
-        timeout: httpx.Timeout,
+        timeout: httpx.Timeout, observe: Callable[[str, float], None] | None = None,
     ) -> None:
+        """``observe(method, seconds)``: told how long each backing request took to answer."""
+        self._observe = observe
         self._transport = transport
         self._base = httpx.URL(base_url)
         self._base_path = self._base.raw_path.split(b"?")[0].rstrip(b"/")
@@ -68,12 +71,16 @@ class Forwarder:
 
     async def _send(self, request: httpx.Request, commit: bool) -> httpx.Response:
         """The one place a request goes out: transport errors become ErrorModel exceptions."""
+        started = time.perf_counter()
         try:
             response = await self._transport.handle_async_request(request)
         except httpx.TimeoutException as exc:
             raise (CommitTimeout if commit else BackingTimeout)(_describe(exc)) from exc
         except httpx.TransportError as exc:
             raise (CommitStateUnknown if commit else BackingUnavailable)(_describe(exc)) from exc
+        finally:
+            if self._observe is not None:
+                self._observe(request.method, time.perf_counter() - started)
         if response.status_code == 401:
             self._auth.invalidate()
         return response

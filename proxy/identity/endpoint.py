@@ -15,7 +15,7 @@ Tokens from an external OIDC issuer are not exchanged: they are refreshed at the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import structlog
 from starlette.concurrency import run_in_threadpool
@@ -51,6 +51,11 @@ class TokenEndpoint:
     def __init__(self, tokens: IcegovTokens, principals: PrincipalStore) -> None:
         self._tokens = tokens
         self._principals = principals
+        self._issued: Callable[[str], None] | None = None
+
+    def on_issued(self, observe: Callable[[str], None]) -> None:
+        """Call ``observe(grant_type)`` for each token issued (metrics)."""
+        self._issued = observe
 
     async def __call__(self, request: InboundRequest) -> Response:
         grant = "?"
@@ -62,6 +67,8 @@ class TokenEndpoint:
             log.info("token refused", grant=grant, error=exc.error, reason=exc.description)
             return exc.response()
         log.info("token issued", grant=grant, principal=principal.name, roles=principal.roles)
+        if self._issued is not None:
+            self._issued(grant)
         return token_response(self._tokens.issue(principal))
 
     async def _grant(self, form: Mapping[str, str], authorization: bytes | None) -> Principal:
