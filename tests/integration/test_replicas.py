@@ -28,6 +28,7 @@ from pyiceberg.types import LongType, NestedField
 from sqlalchemy import create_engine, text
 
 from proxy.catalog.store import open_catalog
+from tests.support.faults import FaultProxy, fault_proxy
 from tests.support.http import as_principal, audit_records, token, wait_for
 from tests.support.plan_tables import many_files
 from tests.support.postgres import postgres_server
@@ -246,20 +247,28 @@ def test_plan_tasks_planned_by_one_replica_are_served_by_the_other(
 
 # -- Spark and pyiceberg together -------------------------------------------------------------
 
+@pytest.fixture()
+def gates(replicas: list[Replica]) -> Iterator[list[FaultProxy]]:
+    """A fault proxy in front of each replica, used only for its gate."""
+    with fault_proxy(replicas[0].url) as first, fault_proxy(replicas[1].url) as second:
+        yield [first, second]
+
+
 @pytest.mark.spark
 def test_spark_inserts_and_pyiceberg_appends_through_both_replicas_all_land_once(
-        spark: Any, replicas: list[Replica], catalogs: list[RestCatalog],
-        table_name: str) -> None:
-    """Spark INSERT INTO jobs alternate A, B; pyiceberg appends alternate B, A; all at once."""
-    spark_catalogs = [f"replica_{r.name[-1]}" for r in replicas]
-    for spark_catalog, replica in zip(spark_catalogs, replicas, strict=True):
-        add_rest_catalog(spark, spark_catalog, replica.url, credential=ADMIN)
-    appenders = [RestCatalog(f"p{i}", uri=replicas[(i + 1) % 2].url, credential=ADMIN)
+        spark: Any, replicas: list[Replica], gates: list[FaultProxy],
+        catalogs: list[RestCatalog], table_name: str) -> None:
+    """Spark INSERT INTO jobs alternate A, B; pyiceberg appends alternate B, A. In front of each
+    replica a gate holds its four commits until all four have arrived, so each replica takes
+    them at once, while the other replica takes its four."""
+    spark_catalogs = [f"gated_{r.name[-1]}" for r in replicas]
+    for spark_catalog, gate in zip(spark_catalogs, gates, strict=True):
+        add_rest_catalog(spark, spark_catalog, gate.url, credential=ADMIN)
+    appenders = [RestCatalog(f"p{i}", uri=gates[(i + 1) % 2].url, credential=ADMIN)
                  .load_table(table_name) for i in range(SPARK_JOBS)]
-    start = threading.Barrier(2 * SPARK_JOBS)
+    held = [gate.gather(SPARK_JOBS, timeout_seconds=60) for gate in gates]
 
     def write(job: int) -> None:
-        start.wait()
         if job < SPARK_JOBS:
             values = ", ".join(f"({i})" for i in writer_ids(100 + job))
             spark.sql(f"INSERT INTO {spark_catalogs[job % 2]}.{table_name} VALUES {values}")
@@ -267,11 +276,17 @@ def test_spark_inserts_and_pyiceberg_appends_through_both_replicas_all_land_once
             appenders[job - SPARK_JOBS].append(rows(writer_ids(200 + job)))
 
     assert run_together(2 * SPARK_JOBS, write) == []
+    assert [(g.arrived, g.timed_out) for g in held] == [(SPARK_JOBS, False)] * 2
     expected = sorted([i for j in range(SPARK_JOBS) for i in writer_ids(100 + j)]
                       + [i for j in range(SPARK_JOBS, 2 * SPARK_JOBS)
                          for i in writer_ids(200 + j)])
-    for spark_catalog in spark_catalogs:
-        read = spark.sql(f"SELECT id FROM {spark_catalog}.{table_name}").collect()
+    for replica in replicas:  # Spark reads every row back through both replicas
+        add_rest_catalog(spark, f"replica_{replica.name[-1]}", replica.url, credential=ADMIN)
+        read = spark.sql(f"SELECT id FROM replica_{replica.name[-1]}.{table_name}").collect()
         assert sorted(row.id for row in read) == expected
     for catalog in catalogs:
         assert_one_line_of_history(catalog.load_table(table_name), 2 * SPARK_JOBS)
+    for replica in replicas:  # four commits released together: three of them met a moved branch
+        commits = wait_for_audited_commits(replica, table_name, SPARK_JOBS)
+        assert [c["status"] for c in commits] == [200] * SPARK_JOBS
+        assert sum(e["rebased"] is True for c in commits for e in c["evidence"]) >= SPARK_JOBS - 1
