@@ -14,7 +14,7 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
@@ -29,19 +29,35 @@ _CHUNK = 64 * 1024
 _ROTATED = re.compile(r"^\.\d{12}-\d{8}T\d{6}(\.\d+)?Z$")
 
 
-def last_complete_line(path: Path) -> bytes | None:
-    """The last newline-terminated line of ``path`` (None when it has none)."""
+def complete_lines_backwards(path: Path) -> Iterator[bytes]:
+    """The newline-terminated lines of ``path``, last first (a partial last line is skipped)."""
     with path.open("rb") as handle:
         pos = handle.seek(0, os.SEEK_END)
-        buffer = b""
+        pending = b""  # the end part of a line whose beginning is not read yet
+        seen_newline = False
         while pos > 0:
             step = min(_CHUNK, pos)
             pos -= step
             handle.seek(pos)
-            buffer = handle.read(step) + buffer
-            cut = buffer.rfind(b"\n")
-            if cut >= 0 and (pos == 0 or b"\n" in buffer[:cut]):
-                return buffer[:cut].rsplit(b"\n", 1)[-1]
+            parts = (handle.read(step) + pending).split(b"\n")
+            pending, complete = parts[0], parts[1:]
+            if not seen_newline:
+                if not complete:  # still inside a partial last line
+                    pending = b""
+                    continue
+                complete.pop()  # what follows the last newline: nothing, or a partial line
+                seen_newline = True
+            yield from reversed(complete)
+        if seen_newline:
+            yield pending
+
+
+def last_link_in(path: Path) -> Link | None:
+    """The last sealed record's link in ``path`` (damaged lines after it are passed over)."""
+    for line in complete_lines_backwards(path):
+        link = link_of(line)
+        if link is not None:
+            return link
     return None
 
 
@@ -76,6 +92,7 @@ class AuditFile:
         self._first_seq: int | None = None
         path.parent.mkdir(parents=True, exist_ok=True)
         self._set_legacy_aside()
+        self._resumed = self._chain_end()
         self._open()
 
     @property
@@ -83,11 +100,15 @@ class AuditFile:
         return str(self.path)
 
     def last_link(self) -> Link | None:
-        """Where the chain on disk ends: the file's last record, else the newest rotated one's."""
+        """Where the chain on disk ended when the file was opened (None: nothing written yet)."""
+        return self._resumed
+
+    def _chain_end(self) -> Link | None:
+        """The file's last record, else the newest rotated file's."""
         for candidate in (self.path, *reversed(rotated_files(self.path))):
-            line = last_complete_line(candidate) if candidate.exists() else None
-            if line is not None:
-                return link_of(line)
+            link = last_link_in(candidate) if candidate.exists() else None
+            if link is not None:
+                return link
         return None
 
     def write(self, line: str, seq: int) -> None:
@@ -158,8 +179,9 @@ class AuditFile:
         """Move a file of version-1 records (no chain) aside, so the chain starts clean."""
         if not self.path.exists() or self.path.stat().st_size == 0:
             return
-        line = last_complete_line(self.path)
-        if line is None or link_of(line) is not None:
+        with self.path.open("rb") as handle:
+            first = handle.readline()
+        if not first.endswith(b"\n") or link_of(first) is not None:
             return
         target = self.path.with_name(f"{self.path.name}.legacy-{_stamp()}")
         os.rename(self.path, target)

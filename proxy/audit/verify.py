@@ -1,0 +1,169 @@
+"""Checking an audit stream: every hash recomputed, every link and sequence number followed.
+
+Files are read in the order given (rotated files oldest first, then the live one), as one chain.
+The first record that is wrong is named with what is wrong with it: edited (its hash does not
+match), a link broken (the record before was rewritten, or this one was inserted), records
+missing (deleted) or out of order (reordered), repeated or inserted, or a truncated tail (a
+final line without its newline, or not valid JSON).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from proxy.audit.chain import GENESIS, HMAC_SHA256, SCHEMA, Link, canonical, digest
+
+
+class NeedsKey(Exception):
+    """The records are sealed with HMAC and no key was given."""
+
+
+@dataclass(frozen=True)
+class Intact:
+    """The chain holds: how many records, in how many files, from which seq to which."""
+
+    records: int
+    files: int
+    first_seq: int | None
+    last_seq: int | None
+
+    def __str__(self) -> str:
+        if self.records == 0:
+            return f"ok: no records in {self.files} file(s)"
+        anchored = "" if self.first_seq == 1 else (
+            " (the chain begins before these files: earlier records were not checked)")
+        return (f"ok: {self.records} records in {self.files} file(s), "
+                f"seq {self.first_seq}..{self.last_seq}{anchored}")
+
+
+@dataclass(frozen=True)
+class Broken:
+    """The first bad record: where it is, its seq (if readable) and what is wrong."""
+
+    file: str
+    line: int
+    seq: int | None
+    what: str
+
+    def __str__(self) -> str:
+        seq = f"seq {self.seq}: " if self.seq is not None else ""
+        return f"{self.file}:{self.line}: {seq}{self.what}"
+
+
+@dataclass(frozen=True)
+class _Line:
+    file: str
+    number: int
+    raw: bytes
+    last_in_file: bool
+
+
+def _lines(paths: Sequence[Path]) -> Iterator[_Line]:
+    for path in paths:
+        with path.open("rb") as handle:
+            number, previous = 0, None
+            for raw in handle:
+                if previous is not None:
+                    yield _Line(str(path), number, previous, False)
+                number, previous = number + 1, raw
+            if previous is not None:
+                yield _Line(str(path), number, previous, True)
+
+
+def verify(paths: Sequence[Path], key: bytes | None = None) -> Intact | Broken:
+    """Check the chain across ``paths`` (in order); raises ``NeedsKey`` and ``OSError``."""
+    lines = _lines(paths)
+    last: Link | None = None
+    first: int | None = None
+    count = 0
+    last_file: str | None = None
+    for line in lines:
+        record = _parse(line)
+        if isinstance(record, Broken):
+            return record
+        crossed = last_file if last_file not in (None, line.file) else None
+        problem = _sealing(line, record, key) or _linking(line, record, last, crossed, lines)
+        if problem is not None:
+            return problem
+        last, last_file, count = Link(record["seq"], record["hash"]), line.file, count + 1
+        first = record["seq"] if first is None else first
+    return Intact(count, len(paths), first, last.seq if last else None)
+
+
+def _parse(line: _Line) -> dict[str, Any] | Broken:
+    truncated = line.last_in_file and not line.raw.endswith(b"\n")
+    if truncated:
+        return Broken(line.file, line.number, None, "truncated tail: the last line is incomplete")
+    try:
+        record = json.loads(line.raw)
+    except ValueError:
+        what = ("truncated tail: the last line is not valid JSON" if line.last_in_file
+                else "damaged: not valid JSON")
+        return Broken(line.file, line.number, None, what)
+    seq = record.get("seq") if isinstance(record, dict) else None
+    if (not isinstance(record, dict) or record.get("schema") != SCHEMA or type(seq) is not int
+            or not isinstance(record.get("prev"), str) or not isinstance(record.get("hash"), str)):
+        return Broken(line.file, line.number, seq if type(seq) is int else None,
+                      f"not an {SCHEMA} record (no seq, prev or hash)")
+    return record
+
+
+def _sealing(line: _Line, record: dict[str, Any], key: bytes | None) -> Broken | None:
+    mac = record.get("mac")
+    if mac is not None and mac != HMAC_SHA256:
+        return Broken(line.file, line.number, record["seq"], f"unknown mac {mac!r}")
+    if mac == HMAC_SHA256 and key is None:
+        raise NeedsKey("the records are sealed with HMAC-SHA256: give the key")
+    if key is not None and mac is None:
+        return Broken(line.file, line.number, record["seq"],
+                      "not sealed with HMAC although a key was given (plain SHA-256 instead)")
+    body = {k: v for k, v in record.items() if k != "hash"}
+    if not hmac.compare_digest(digest(canonical(body), key), str(record["hash"])):
+        what = ("edited, or sealed with another key: its HMAC does not match its contents"
+                if key is not None else "edited: its hash does not match its contents")
+        return Broken(line.file, line.number, record["seq"], what)
+    return None
+
+
+def _linking(line: _Line, record: dict[str, Any], last: Link | None, crossed: str | None,
+             rest: Iterator[_Line]) -> Broken | None:
+    seq, prev = record["seq"], record["prev"]
+    where = f" (the first record of this file, after {crossed})" if crossed else ""
+
+    def broken(what: str) -> Broken:
+        return Broken(line.file, line.number, seq, what + where)
+
+    if last is None:
+        if seq == 1 and prev != GENESIS:
+            return broken("the first record of the stream does not start from the chain's start")
+        return None
+    expected = last.seq + 1
+    if seq == expected:
+        if prev != last.hash:
+            return broken(f"does not link to seq {last.seq} before it: that record was rewritten,"
+                          " or this one was inserted")
+        return None
+    if seq < expected:
+        return broken(f"seq {seq} after seq {last.seq}: a repeated, inserted or reordered record")
+    later = _find(rest, expected)
+    if later is not None:
+        return broken(f"reordered: seq {expected} was expected here and comes later "
+                      f"({later.file}:{later.number})")
+    missing = f"seq {expected}" if seq == expected + 1 else f"seq {expected}..{seq - 1}"
+    return broken(f"records missing before it ({missing}): deleted")
+
+
+def _find(rest: Iterator[_Line], seq: int) -> _Line | None:
+    for line in rest:
+        try:
+            record = json.loads(line.raw)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("seq") == seq:
+            return line
+    return None
