@@ -94,6 +94,7 @@ class PolicyAuthorizer:
         self._status = _status_for(policy, 1)
         self._reload_lock = threading.Lock()
         self._failed: str | None = None  # the last failure reported, to warn once per failure
+        self.reload_failures = 0  # failed reloads (each distinct failure once) since start-up
 
     @classmethod
     def from_settings(cls, settings: PolicySettings) -> PolicyAuthorizer:
@@ -192,6 +193,7 @@ class PolicyAuthorizer:
 
     def _record_error(self, message: str) -> None:
         if message != self._failed:
+            self.reload_failures += 1  # each distinct failure once (metrics export it)
             self._failed = message
             self._status = replace(self._status, last_error=message, last_error_at=time.time())
             log.warning("policy.reload_failed", error=message, generation=self._status.generation,
