@@ -165,11 +165,13 @@ def _init_next_steps(directory: Path) -> str:
 
 
 def _register_groups() -> None:
+    from proxy.audit_cli import audit
     from proxy.identity.cli import principal
     from proxy.policy.cli import policy
 
     main.add_command(principal)
     main.add_command(policy)
+    main.add_command(audit)
 
 
 _register_groups()

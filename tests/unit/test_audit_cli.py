@@ -1,0 +1,191 @@
+"""`icegov audit verify`, the record's JSON Schema against records icegov really writes, and
+fail-closed refusal of mutating requests while the audit cannot be written."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jsonschema
+import pytest
+from click.testing import CliRunner, Result
+from starlette.testclient import TestClient
+
+from proxy.app import Backing, create_app
+from proxy.audit import AuditLog, AuditRecord, AuditSettings
+from proxy.audit import files as audit_files
+from proxy.audit.files import rotated_files
+from proxy.audit.schema import record_schema
+from proxy.cli import main
+from proxy.logs import reset_logging
+from tests.support.errors import assert_error_model
+from tests.support.settings import ADMIN, settings_for_tests
+from tests.support.upstream import UPSTREAM, Upstream
+
+
+@pytest.fixture(autouse=True)
+def no_icegov_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in list(os.environ):
+        if name.upper().startswith("ICEGOV__"):
+            monkeypatch.delenv(name)
+    yield
+    reset_logging()
+
+
+def icegov(*args: str, **env: str) -> Result:
+    return CliRunner().invoke(main, list(args), env=env)
+
+
+def written(path: Path, count: int, **settings: Any) -> Path:
+    audit = AuditLog(AuditSettings(stdout=False, file=path, **settings))
+    for n in range(count):
+        audit.write(AuditRecord(request_id=f"r{n}", method="GET", path="/v1/config",
+                                endpoint="get_config", decision="allow", status=200))
+    audit.close()
+    return path
+
+
+# the command
+
+def test_verify_an_intact_stream_exits_0_with_a_summary(tmp_path: Path) -> None:
+    log = written(tmp_path / "audit.log", 3)
+    result = icegov("audit", "verify", str(log))
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == "ok: 3 records in 1 file(s), seq 1..3"
+
+
+def test_verify_names_the_first_bad_record_and_exits_1(tmp_path: Path) -> None:
+    log = written(tmp_path / "audit.log", 4)
+    lines = log.read_text().splitlines(keepends=True)
+    lines[1] = lines[1].replace('"status":200', '"status":201')
+    log.write_text("".join(lines))
+    result = icegov("audit", "verify", str(log))
+    assert result.exit_code == 1
+    assert f"{log}:2: seq 2: edited" in result.output
+
+
+def test_verify_follows_rotated_files_in_the_order_given(tmp_path: Path) -> None:
+    log = written(tmp_path / "audit.log", 10, rotate_bytes=1200)
+    chain = [str(p) for p in [*rotated_files(log), log]]
+    assert len(chain) > 2
+    result = icegov("audit", "verify", *chain)
+    assert result.exit_code == 0, result.output
+    assert f"ok: 10 records in {len(chain)} file(s), seq 1..10" in result.output
+    swapped = icegov("audit", "verify", chain[1], chain[0], *chain[2:])
+    assert swapped.exit_code == 1 and "audit chain broken" in swapped.output
+
+
+def test_verify_with_an_hmac_key_from_the_environment_or_the_flag(tmp_path: Path) -> None:
+    log = written(tmp_path / "audit.log", 3, hmac_key="the-audit-key")
+    ok = icegov("audit", "verify", str(log), ICEGOV__AUDIT__HMAC_KEY="the-audit-key")
+    assert ok.exit_code == 0, ok.output
+    wrong = icegov("audit", "verify", "--key", "not-the-key", str(log))
+    assert wrong.exit_code == 1 and "another key" in wrong.output
+    keyless = icegov("audit", "verify", str(log))
+    assert keyless.exit_code == 2 and "HMAC" in keyless.output
+
+
+def test_verify_a_missing_file_is_a_usage_error(tmp_path: Path) -> None:
+    result = icegov("audit", "verify", str(tmp_path / "nope.log"))
+    assert result.exit_code == 2
+
+
+# records icegov really writes, against the shipped schema
+
+def app_client(tmp: Path, upstream: Upstream, audit: AuditSettings) -> TestClient:
+    settings = settings_for_tests(tmp, anonymous_admin=True, catalog_uri=UPSTREAM)
+    settings = settings.model_copy(update={"audit": audit})
+    return TestClient(create_app(settings, Backing(httpx.MockTransport(upstream), UPSTREAM)),
+                      raise_server_exceptions=False)
+
+
+def exercise(client: TestClient) -> None:
+    """Requests that produce every kind of record: public, allow, refused, unauthenticated."""
+    client_id, secret = ADMIN.split(":")
+    client.post("/v1/oauth/tokens", data={"grant_type": "client_credentials",
+                                          "client_id": client_id, "client_secret": secret})
+    client.get("/v1/config")
+    client.get("/v1/namespaces/db", headers={"user-agent": "pyiceberg", "x-client-version": "1"})
+    client.post("/v1/namespaces", json={"namespace": ["db2"]})
+    client.get("/v1/namespaces/a%00b")
+    client.get("/v1/namespaces/db", headers={"authorization": "Bearer not-a-token"})
+
+
+@pytest.mark.parametrize("key", [None, "schema-key"])
+def test_written_records_satisfy_the_shipped_json_schema(tmp_path: Path, key: str | None) -> None:
+    schema = record_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    log = tmp_path / "audit.log"
+    with app_client(tmp_path, Upstream(), AuditSettings(stdout=False, file=log,
+                                                        hmac_key=key)) as client:
+        exercise(client)
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(records) == 6
+    assert {r["decision"] for r in records} >= {"public", "allow", "refused", "unauthenticated"}
+    validator = jsonschema.Draft202012Validator(schema)
+    for record in records:
+        assert list(validator.iter_errors(record)) == [], record
+    assert icegov("audit", "verify", str(log), **(
+        {"ICEGOV__AUDIT__HMAC_KEY": key} if key else {})).exit_code == 0
+
+
+def test_the_schema_rejects_a_record_without_its_chain_fields() -> None:
+    validator = jsonschema.Draft202012Validator(record_schema())
+    assert not validator.is_valid({"event": "audit", "request_id": "x"})
+
+
+# fail closed
+
+class AuditDisk:
+    """Makes every write to the audit file fail while ``full`` is set."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.full = False
+        real = audit_files._write_all
+
+        def write_all(handle: Any, data: bytes) -> None:
+            if self.full:
+                raise OSError(28, "No space left on device")
+            real(handle, data)
+
+        monkeypatch.setattr(audit_files, "_write_all", write_all)
+
+
+def test_fail_closed_refuses_changes_while_the_audit_cannot_be_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    disk = AuditDisk(monkeypatch)
+    upstream = Upstream()
+    log = tmp_path / "audit.log"
+    with app_client(tmp_path, upstream, AuditSettings(stdout=False, file=log,
+                                                      fail_closed=True)) as client:
+        assert client.get("/v1/namespaces/db").status_code == 200
+        disk.full = True
+        assert client.get("/v1/namespaces/db").status_code == 200  # reads answer; write fails
+        seen = len(upstream.seen)
+        error = assert_error_model(client.post("/v1/namespaces", json={"namespace": ["x"]}),
+                                   503, "ServiceUnavailableException")
+        assert error["message"] == "audit log unavailable"
+        assert client.delete("/v1/namespaces/db").status_code == 503
+        assert len(upstream.seen) == seen  # nothing reached the backing
+        disk.full = False
+        assert client.get("/v1/namespaces/db").status_code == 200  # written: healthy again
+        assert client.post("/v1/namespaces", json={"namespace": ["x"]}).status_code == 200
+    assert [r.method for r in upstream.seen[seen:]] == ["GET", "POST"]
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["seq"] for r in records] == [1, 5, 6]  # the lost records show as a gap
+
+
+def test_without_fail_closed_changes_go_through_unaudited(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    disk = AuditDisk(monkeypatch)
+    upstream = Upstream()
+    with app_client(tmp_path, upstream, AuditSettings(stdout=False,
+                                                      file=tmp_path / "audit.log")) as client:
+        disk.full = True
+        client.get("/v1/namespaces/db")
+        assert client.post("/v1/namespaces", json={"namespace": ["x"]}).status_code == 200
+    assert upstream.seen[-1].method == "POST"
