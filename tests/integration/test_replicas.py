@@ -21,13 +21,14 @@ import psycopg
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
-from pyiceberg.catalog.sql import SqlCatalogBaseTable
+from pyiceberg.catalog.sql import IcebergNamespaceProperties, SqlCatalogBaseTable
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.types import LongType, NestedField
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, insert, text
 
 from proxy.catalog.store import open_catalog
+from tests.support.errors import assert_error_model
 from tests.support.faults import FaultProxy, fault_proxy
 from tests.support.http import as_principal, audit_records, token, wait_for
 from tests.support.plan_tables import many_files
@@ -62,9 +63,16 @@ def fresh_database(pg_uri: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def replicas(pg_uri: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Replica]]:
+def catalog_db(pg_uri: str) -> str:
+    """The replicas' embedded catalog database."""
+    return fresh_database(pg_uri)
+
+
+@pytest.fixture(scope="module")
+def replicas(pg_uri: str, catalog_db: str, tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[list[Replica]]:
     root = tmp_path_factory.mktemp("replicas")
-    shared = SharedState(catalog_db_uri=fresh_database(pg_uri), idempotency_db_uri=pg_uri,
+    shared = SharedState(catalog_db_uri=catalog_db, idempotency_db_uri=pg_uri,
                          warehouse=root / "warehouse")
     with running_replicas(shared, root) as running:
         RestCatalog("setup", uri=running[0].url, credential=ADMIN).create_namespace(NAMESPACE)
@@ -179,6 +187,62 @@ def _waiting_on_a_lock(connection: Any) -> bool:
     waiting = connection.execute(text(
         "SELECT count(*) FROM pg_locks WHERE NOT granted AND pid <> pg_backend_pid()")).scalar()
     return bool(waiting)
+
+
+# -- another replica's write, not yet committed, meets this replica's ----------------------------
+
+def against_uncommitted(db_uri: str, row: dict[str, str], request: Callable[[], httpx.Response]
+                        ) -> httpx.Response:
+    """``request``'s answer when another session (a replica mid-request) has inserted ``row``
+    into the namespace table but not yet committed: the request's own insert of the same key
+    waits on that one, which then commits. The race, made certain."""
+    engine = create_engine(db_uri)
+    try:
+        with engine.connect() as other, ThreadPoolExecutor(1) as pool:
+            holding = other.begin()
+            other.execute(insert(IcebergNamespaceProperties).values(**row))
+            answer = pool.submit(request)
+            wait_for(lambda: answer.done() or _waiting_on_a_lock(other),
+                     what="the request to meet the uncommitted row")
+            holding.commit()
+            return answer.result(timeout=30)
+    finally:
+        engine.dispose()
+
+
+def namespace_row(namespace: str, key: str = "exists", value: str = "true") -> dict[str, str]:
+    return {"catalog_name": "icegov", "namespace": namespace, "property_key": key,
+            "property_value": value}
+
+
+CONCURRENT_INSERT_BUG = (
+    "pyiceberg's SqlCatalog checks, then inserts: a row another replica committed meanwhile "
+    "makes the INSERT fail with sqlalchemy IntegrityError, which proxy/catalog/errors.py does "
+    "not translate (500 from the embedded catalog, 502 from icegov)")
+
+
+@pytest.mark.xfail(strict=True, reason=CONCURRENT_INSERT_BUG)
+def test_creating_a_namespace_another_replica_is_creating_is_409(
+        replicas: list[Replica], catalog_db: str) -> None:
+    name = f"ns_{uuid.uuid4().hex[:8]}"
+    with as_principal(replicas[1].url, ADMIN) as client:
+        answer = against_uncommitted(catalog_db, namespace_row(name), lambda: client.post(
+            "/v1/namespaces", json={"namespace": [name]}))
+    assert_error_model(answer, 409, "AlreadyExistsException")
+
+
+@pytest.mark.xfail(strict=True, reason=CONCURRENT_INSERT_BUG)
+def test_setting_a_property_another_replica_is_setting_is_no_server_error(
+        replicas: list[Replica], catalog_db: str, catalogs: list[RestCatalog]) -> None:
+    name = f"ns_{uuid.uuid4().hex[:8]}"
+    catalogs[0].create_namespace(name)
+    with as_principal(replicas[1].url, ADMIN) as client:
+        answer = against_uncommitted(
+            catalog_db, namespace_row(name, "owner", "a"), lambda: client.post(
+                f"/v1/namespaces/{name}/properties", json={"updates": {"owner": "b"}}))
+    assert answer.status_code < 500, answer.text
+    if answer.status_code == 200:  # the later write wins
+        assert catalogs[0].load_namespace_properties(name)["owner"] == "b"
 
 
 # -- pyiceberg through both replicas ----------------------------------------------------------
