@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pyiceberg.catalog.sql import IcebergNamespaceProperties, SqlCatalog
+from sqlalchemy.exc import IntegrityError
 from starlette.responses import JSONResponse, Response
 
 from proxy.catalog.errors import run_catalog
@@ -14,7 +15,7 @@ from proxy.catalog.wire import (
     parse_body,
     path_namespace,
 )
-from proxy.errors import BadRequest
+from proxy.errors import AlreadyExists, BadRequest
 from proxy.inbound import InboundRequest
 
 _MINIMAL = set(IcebergNamespaceProperties.NAMESPACE_MINIMAL_PROPERTIES)
@@ -36,7 +37,11 @@ class NamespaceHandlers:
         if reserved:
             raise BadRequest(f"reserved namespace properties: {sorted(reserved)}")
         Warehouse(self._catalog).check_namespace_properties(request.properties)
-        await run_catalog(self._catalog.create_namespace, request.namespace, request.properties)
+        try:
+            await run_catalog(self._catalog.create_namespace, request.namespace,
+                              request.properties)
+        except IntegrityError as exc:  # another replica created it between check and insert
+            raise AlreadyExists(f"Namespace {'.'.join(request.namespace)} already exists") from exc
         return JSONResponse({"namespace": list(request.namespace),
                              "properties": request.properties})
 
@@ -62,8 +67,12 @@ class NamespaceHandlers:
         if (removals | set(updates)) & _MINIMAL:
             raise BadRequest(f"reserved namespace properties: {sorted(_MINIMAL)}")
         Warehouse(self._catalog).check_namespace_properties(updates)
-        summary = await run_catalog(
-            self._catalog.update_namespace_properties, namespace, removals, updates)
+        try:
+            summary = await run_catalog(
+                self._catalog.update_namespace_properties, namespace, removals, updates)
+        except IntegrityError:  # another replica set a property first: its row exists now
+            summary = await run_catalog(
+                self._catalog.update_namespace_properties, namespace, removals, updates)
         return JSONResponse({"updated": summary.updated, "removed": summary.removed,
                              "missing": summary.missing})
 

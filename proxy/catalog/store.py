@@ -26,7 +26,7 @@ from pyiceberg.table import CommitTableResponse, Table
 from pyiceberg.table.update import AssertCreate, TableRequirement, TableUpdate
 from pyiceberg.typedef import Identifier
 from sqlalchemy import insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from proxy.catalog.locations import Warehouse
@@ -50,9 +50,16 @@ class TableChange:
 
 
 def open_catalog(db_uri: str, warehouse: Path) -> SqlCatalog:
-    """The SqlCatalog behind the embedded REST catalog, creating its tables if needed."""
+    """The SqlCatalog behind the embedded REST catalog, creating its tables if needed.
+
+    Replicas starting together on a fresh database race to create the tables (SqlCatalog
+    checks, then creates): the loser's error means the tables now exist, so it opens again."""
     warehouse.mkdir(parents=True, exist_ok=True)
-    return SqlCatalog(CATALOG_NAME, uri=db_uri, warehouse=warehouse.resolve().as_uri())
+    location = warehouse.resolve().as_uri()
+    try:
+        return SqlCatalog(CATALOG_NAME, uri=db_uri, warehouse=location)
+    except SQLAlchemyError:
+        return SqlCatalog(CATALOG_NAME, uri=db_uri, warehouse=location)
 
 
 def metadata_location(catalog: SqlCatalog, identifier: Identifier) -> str:

@@ -151,11 +151,6 @@ def wait_for_audited_commits(replica: Replica, table_name: str, count: int
 
 # -- the embedded catalog on PostgreSQL -------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "replicas starting together on a fresh PostgreSQL database race to create the catalog's "
-    "tables: pyiceberg's SqlCatalog probes for them, then runs CREATE TABLE, and the loser gets "
-    "DuplicateTable/UniqueViolation; proxy/catalog/store.py open_catalog does not retry, so "
-    "`icegov serve` dies with a traceback"))
 def test_a_replica_opening_the_catalog_while_another_creates_its_tables_starts(
         pg_uri: str, tmp_path: Path) -> None:
     """The race made certain: another replica has created the tables but not yet committed."""
@@ -224,7 +219,6 @@ CONCURRENT_INSERT_BUG = (
     "not translate (500 from the embedded catalog, 502 from icegov)")
 
 
-@pytest.mark.xfail(strict=True, reason=CONCURRENT_INSERT_BUG)
 def test_creating_a_namespace_another_replica_is_creating_is_409(
         replicas: list[Replica], catalog_db: str) -> None:
     name = f"ns_{uuid.uuid4().hex[:8]}"
@@ -234,7 +228,6 @@ def test_creating_a_namespace_another_replica_is_creating_is_409(
     assert_error_model(answer, 409, "AlreadyExistsException")
 
 
-@pytest.mark.xfail(strict=True, reason=CONCURRENT_INSERT_BUG)
 def test_setting_a_property_another_replica_is_setting_is_no_server_error(
         replicas: list[Replica], catalog_db: str, catalogs: list[RestCatalog]) -> None:
     name = f"ns_{uuid.uuid4().hex[:8]}"
