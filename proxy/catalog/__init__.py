@@ -17,6 +17,7 @@ from proxy.catalog.app import CatalogApp, Handler
 from proxy.catalog.namespaces import NamespaceHandlers
 from proxy.catalog.store import open_catalog
 from proxy.catalog.tables import TableHandlers
+from proxy.catalog.views import ViewHandlers
 from proxy.errors import NotSupported
 from proxy.inbound import InboundRequest
 from proxy.routes import ENDPOINTS
@@ -45,9 +46,10 @@ def catalog_handlers(catalog: SqlCatalog) -> dict[str, Handler]:
     """Handlers by endpoint name for everything the embedded catalog implements."""
     namespaces = NamespaceHandlers(catalog)
     tables = TableHandlers(catalog)
+    views = ViewHandlers(catalog)
     handlers: dict[str, Handler] = {
         endpoint.name: getattr(group, endpoint.name)
-        for group in (namespaces, tables)
+        for group in (namespaces, tables, views)
         for endpoint in ENDPOINTS if hasattr(group, endpoint.name)
     }
     implemented = sorted(e.spec for e in ENDPOINTS if e.name in handlers or e.name == "get_config")

@@ -6,6 +6,7 @@ from pyiceberg.catalog.sql import IcebergNamespaceProperties, SqlCatalog
 from sqlalchemy.exc import IntegrityError
 from starlette.responses import JSONResponse, Response
 
+from proxy.catalog import view_store
 from proxy.catalog.errors import run_catalog
 from proxy.catalog.locations import Warehouse
 from proxy.catalog.wire import (
@@ -15,7 +16,7 @@ from proxy.catalog.wire import (
     parse_body,
     path_namespace,
 )
-from proxy.errors import AlreadyExists, BadRequest
+from proxy.errors import AlreadyExists, BadRequest, NamespaceNotEmpty
 from proxy.inbound import InboundRequest
 
 _MINIMAL = set(IcebergNamespaceProperties.NAMESPACE_MINIMAL_PROPERTIES)
@@ -55,7 +56,10 @@ class NamespaceHandlers:
         return Response(status_code=204 if exists else 404)
 
     async def drop_namespace(self, inbound: InboundRequest) -> Response:
-        await run_catalog(self._catalog.drop_namespace, path_namespace(inbound))
+        namespace = path_namespace(inbound)
+        if await run_catalog(view_store.has_views, self._catalog, namespace):
+            raise NamespaceNotEmpty(f"Namespace {'.'.join(namespace)} is not empty: it holds views")
+        await run_catalog(self._catalog.drop_namespace, namespace)
         return Response(status_code=204)
 
     async def update_namespace_properties(self, inbound: InboundRequest) -> Response:

@@ -70,6 +70,8 @@ def metadata_location(catalog: SqlCatalog, identifier: Identifier) -> str:
         IcebergTables.table_namespace == namespace,
         IcebergTables.table_name == Catalog.table_name_from(identifier),
     )
+    if (only_tables := catalog._iceberg_type_filter()) is not None:  # a view is not a table
+        stmt = stmt.where(only_tables)
     with Session(catalog.engine) as session:
         location = session.execute(stmt).scalar_one_or_none()
     if location is None:
@@ -130,6 +132,8 @@ def _repoint(catalog: SqlCatalog, session: Session, namespace: str, name: str,
     current = select(IcebergTables.metadata_location).where(
         IcebergTables.catalog_name == catalog.name, IcebergTables.table_namespace == namespace,
         IcebergTables.table_name == name)
+    if (only_tables := catalog._iceberg_type_filter()) is not None:  # never repoint a view
+        current = current.where(only_tables)
     previous = session.execute(current).scalar_one_or_none()
     if previous is None:
         return False

@@ -163,12 +163,14 @@ def test_rename_register_and_drop(http: TestClient) -> None:
 
 def test_unimplemented_endpoints_are_not_offered(http: TestClient, tmp_path: Path) -> None:
     endpoints = http.get("/v1/config").json()["endpoints"]
-    assert "GET /v1/{prefix}/namespaces/{namespace}/views" not in endpoints
+    assert "POST /v1/{prefix}/namespaces/{namespace}/register-view" not in endpoints
     assert "POST /v1/{prefix}/transactions/commit" in endpoints
-    assert_error_model(http.get("/v1/namespaces/db/views"), 404)  # the proxy never forwards it
+    register = {"name": "v", "metadata-location": "file:///x.metadata.json"}
+    # the proxy never forwards it
+    assert_error_model(http.post("/v1/namespaces/db/register-view", json=register), 404)
     with TestClient(create_catalog_app(open_catalog(
             f"sqlite:///{tmp_path / 'alone.db'}", tmp_path / "alone"), 1 << 20)) as alone:
-        assert_error_model(alone.get("/v1/namespaces/db/views"), 501,
+        assert_error_model(alone.post("/v1/namespaces/db/register-view", json=register), 501,
                            "UnsupportedOperationException")
 
 
