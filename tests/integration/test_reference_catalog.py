@@ -115,7 +115,8 @@ def test_config_advertises_exactly_the_routed_endpoints(http: httpx.Client) -> N
     body = response.json()
     assert body["defaults"] == {} and body["overrides"] == {}
     assert "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}" in body["endpoints"]
-    assert not any("/plan" in e or "/views" in e for e in body["endpoints"])
+    assert "POST /v1/{prefix}/views/rename" in body["endpoints"]
+    assert not any("/plan" in e or "register-view" in e for e in body["endpoints"])
 
 
 def test_namespace_lifecycle(catalog: RestCatalog, http: httpx.Client) -> None:

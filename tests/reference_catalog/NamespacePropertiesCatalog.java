@@ -6,26 +6,82 @@
  * CREATE NAMESPACE. The properties are therefore stripped before HadoopCatalog sees them and kept
  * in memory (lost on restart), and merged into what HadoopCatalog reports on load. Everything else
  * (existence checks, errors, tables, commits) is HadoopCatalog's own behaviour.
+ *
+ * Views: HadoopCatalog has none, so this catalog is also a ViewCatalog whose views are kept by
+ * Iceberg's InMemoryCatalog (ReferenceViews); a namespace holding views is not empty, and a table
+ * cannot take a view's name.
  */
 package referencecatalog;
 
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.iceberg.CatalogProperties;
+import org.apache.iceberg.Schema;
 import org.apache.iceberg.catalog.Namespace;
+import org.apache.iceberg.catalog.TableIdentifier;
+import org.apache.iceberg.catalog.ViewCatalog;
+import org.apache.iceberg.exceptions.AlreadyExistsException;
+import org.apache.iceberg.exceptions.NamespaceNotEmptyException;
 import org.apache.iceberg.hadoop.HadoopCatalog;
+import org.apache.iceberg.view.View;
+import org.apache.iceberg.view.ViewBuilder;
 
-final class NamespacePropertiesCatalog extends HadoopCatalog {
+final class NamespacePropertiesCatalog extends HadoopCatalog implements ViewCatalog {
   private final Map<Namespace, Map<String, String>> extraProperties = new HashMap<>();
+  private ReferenceViews views;
 
   static NamespacePropertiesCatalog open(String name, String warehouseUri) {
     NamespacePropertiesCatalog catalog = new NamespacePropertiesCatalog();
     catalog.setConf(new Configuration());
     catalog.initialize(name, Map.of(CatalogProperties.WAREHOUSE_LOCATION, warehouseUri));
+    catalog.views = new ReferenceViews(catalog, catalog, warehouseUri);
     return catalog;
   }
+
+  // --------------------------------------------------------------------- views
+
+  @Override
+  public List<TableIdentifier> listViews(Namespace namespace) {
+    return views.list(namespace);
+  }
+
+  @Override
+  public View loadView(TableIdentifier identifier) {
+    return views.load(identifier);
+  }
+
+  @Override
+  public boolean viewExists(TableIdentifier identifier) {
+    return views.exists(identifier);
+  }
+
+  @Override
+  public ViewBuilder buildView(TableIdentifier identifier) {
+    return views.build(identifier);
+  }
+
+  @Override
+  public boolean dropView(TableIdentifier identifier) {
+    return views.drop(identifier);
+  }
+
+  @Override
+  public void renameView(TableIdentifier from, TableIdentifier to) {
+    views.rename(from, to);
+  }
+
+  @Override
+  public TableBuilder buildTable(TableIdentifier identifier, Schema schema) {
+    if (views.exists(identifier)) {
+      throw new AlreadyExistsException("View with same name already exists: %s", identifier);
+    }
+    return super.buildTable(identifier, schema);
+  }
+
+  // ---------------------------------------------------------------- namespaces
 
   @Override
   public void createNamespace(Namespace namespace, Map<String, String> properties) {
@@ -65,9 +121,13 @@ final class NamespacePropertiesCatalog extends HadoopCatalog {
   @Override
   public boolean dropNamespace(Namespace namespace) {
     synchronized (extraProperties) {
+      if (views.holdsViews(namespace)) {
+        throw new NamespaceNotEmptyException("Namespace %s is not empty: it holds views", namespace);
+      }
       boolean dropped = super.dropNamespace(namespace);
       if (dropped) {
         extraProperties.remove(namespace);
+        views.forget(namespace);
       }
       return dropped;
     }

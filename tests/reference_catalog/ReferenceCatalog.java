@@ -4,12 +4,14 @@
  * An independent Iceberg REST catalog for the icegov test suite, so the proxy can be proven in
  * front of a catalog our team did not write. All catalog logic is Apache Iceberg's own:
  * org.apache.iceberg.rest.CatalogHandlers (the same handlers Iceberg's test REST server uses) over
- * an org.apache.iceberg.hadoop.HadoopCatalog rooted in a local directory. This file and its
- * siblings only do HTTP plumbing with the JDK's com.sun.net.httpserver.HttpServer:
+ * an org.apache.iceberg.hadoop.HadoopCatalog rooted in a local directory for tables, and
+ * org.apache.iceberg.inmemory.InMemoryCatalog for views (HadoopCatalog has none). This file and
+ * its siblings only do HTTP plumbing with the JDK's com.sun.net.httpserver.HttpServer:
  *
  *   ReferenceCatalog            startup, READY line, shutdown when stdin closes
  *   RestRouter                  routes, (de)serialisation, exception -> HTTP status mapping
- *   NamespacePropertiesCatalog  HadoopCatalog + in-memory namespace properties
+ *   NamespacePropertiesCatalog  HadoopCatalog + in-memory namespace properties + views
+ *   ReferenceViews              InMemoryCatalog views, in HadoopCatalog's namespaces only
  *   IcebergRestAccess           access to Iceberg's package-private mapper / commit helper
  *
  * Usage: java -cp <classes>:<iceberg-spark-runtime.jar>:<pyspark>/jars/* \

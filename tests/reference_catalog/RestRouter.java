@@ -39,6 +39,7 @@ import org.apache.iceberg.rest.RESTUtil;
 import org.apache.iceberg.rest.requests.CommitTransactionRequest;
 import org.apache.iceberg.rest.requests.CreateNamespaceRequest;
 import org.apache.iceberg.rest.requests.CreateTableRequest;
+import org.apache.iceberg.rest.requests.CreateViewRequest;
 import org.apache.iceberg.rest.requests.RegisterTableRequest;
 import org.apache.iceberg.rest.requests.RenameTableRequest;
 import org.apache.iceberg.rest.requests.ReportMetricsRequest;
@@ -76,6 +77,10 @@ final class RestRouter implements HttpHandler {
 
     TableIdentifier table() {
       return TableIdentifier.of(namespace(), RESTUtil.decodeString(vars.get("table")));
+    }
+
+    TableIdentifier view() {
+      return TableIdentifier.of(namespace(), RESTUtil.decodeString(vars.get("view")));
     }
 
     <T extends RESTRequest> T json(Class<T> type) {
@@ -144,7 +149,14 @@ final class RestRouter implements HttpHandler {
             route("DELETE", "namespaces/{namespace}/tables/{table}", this::dropTable),
             route("POST", "namespaces/{namespace}/tables/{table}/metrics", this::reportMetrics),
             route("POST", "tables/rename", this::renameTable),
-            route("POST", "transactions/commit", this::commitTransaction));
+            route("POST", "transactions/commit", this::commitTransaction),
+            route("GET", "namespaces/{namespace}/views", this::listViews),
+            route("POST", "namespaces/{namespace}/views", this::createView),
+            route("HEAD", "namespaces/{namespace}/views/{view}", this::viewExists),
+            route("GET", "namespaces/{namespace}/views/{view}", this::loadView),
+            route("POST", "namespaces/{namespace}/views/{view}", this::replaceView),
+            route("DELETE", "namespaces/{namespace}/views/{view}", this::dropView),
+            route("POST", "views/rename", this::renameView));
   }
 
   /** The config, advertising exactly the endpoints this server routes (config itself aside). */
@@ -278,6 +290,53 @@ final class RestRouter implements HttpHandler {
     } finally {
       commitLock.writeLock().unlock();
     }
+  }
+
+  // --------------------------------------------------------------------- views
+
+  private Reply listViews(Call c) {
+    String pageSize = c.query().get("pageSize");
+    return Reply.ok(
+        pageSize == null
+            ? CatalogHandlers.listViews(catalog, c.namespace())
+            : CatalogHandlers.listViews(
+                catalog, c.namespace(), c.query().get("pageToken"), pageSize));
+  }
+
+  private Reply createView(Call c) {
+    CreateViewRequest request = c.json(CreateViewRequest.class);
+    return write(() -> Reply.ok(CatalogHandlers.createView(catalog, c.namespace(), request)));
+  }
+
+  private Reply viewExists(Call c) {
+    CatalogHandlers.viewExists(catalog, c.view());
+    return Reply.noContent();
+  }
+
+  private Reply loadView(Call c) {
+    return Reply.ok(CatalogHandlers.loadView(catalog, c.view()));
+  }
+
+  private Reply replaceView(Call c) {
+    UpdateTableRequest request = c.json(UpdateTableRequest.class);
+    return write(() -> Reply.ok(CatalogHandlers.updateView(catalog, c.view(), request)));
+  }
+
+  private Reply dropView(Call c) {
+    return write(
+        () -> {
+          CatalogHandlers.dropView(catalog, c.view());
+          return Reply.noContent();
+        });
+  }
+
+  private Reply renameView(Call c) {
+    RenameTableRequest request = c.json(RenameTableRequest.class);
+    return write(
+        () -> {
+          CatalogHandlers.renameView(catalog, request);
+          return Reply.noContent();
+        });
   }
 
   private Reply write(Supplier<Reply> body) {

@@ -110,12 +110,12 @@ def test_missing_things_are_404(http: TestClient) -> None:
 
 @pytest.mark.parametrize("body", [
     {"name": "v", "schema": SCHEMA},
-    create_body("v", **{"view-version": version("x", representations=[])}),
-    create_body("v", **{"view-version": version("x", representations=[
+    {**create_body("v"), "view-version": version("x", representations=[])},
+    {**create_body("v"), "view-version": version("x", representations=[
         {"type": "sql", "sql": "a", "dialect": "spark"},
-        {"type": "sql", "sql": "b", "dialect": "Spark"}])}),
-    create_body("v", **{"view-version": version("x", representations=[
-        {"type": "python", "sql": "a", "dialect": "spark"}])}),
+        {"type": "sql", "sql": "b", "dialect": "Spark"}])},
+    {**create_body("v"), "view-version": version("x", representations=[
+        {"type": "python", "sql": "a", "dialect": "spark"}])},
     create_body("v", properties={"k": 1}),
     create_body("v", location="file:///etc"),
     create_body("v", location="s3://bucket/v"),
