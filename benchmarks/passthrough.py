@@ -1,19 +1,26 @@
-"""Passthrough cost of the proxy: the same requests directly against a catalog and through icegov.
+"""Passthrough cost of the proxy hop: loadTable directly against a catalog and through icegov.
 
-Starts the embedded catalog standalone (``icegov catalog``) and an icegov proxy forwarding to it
-(``icegov serve --catalog-uri``), each in its own process on a loopback port, seeds a table with a
-few snapshots, then measures ``GET /v1/config`` and loadTable both ways:
+Starts the embedded catalog standalone (``icegov catalog``, its own process and loopback port),
+seeds a table with a few snapshots, then, for each *variant* of the proxy (how icegov reaches the
+backing and how it is served), starts a governed icegov forwarding to that catalog and measures
+loadTable both ways in the same run:
 
-* latency: sequential requests on one keep-alive connection, direct and proxied interleaved
-  request by request, so both see the same machine state;
-* throughput: N concurrent keep-alive clients for a fixed time, direct and proxied alternating.
+* clients = 1: sequential requests on one keep-alive connection, direct and proxied interleaved
+  request by request (order flipped each round), so both see the same machine state;
+* clients = 16, 64, 256 (and 1): N concurrent keep-alive clients for a fixed time, direct and
+  proxied rounds alternating; latency percentiles over every request of the rounds, requests per
+  second, and requests per CPU-second of the serving processes (read from ``/proc``), which is
+  the throughput per core.
 
-The proxy runs with governance on (the default): every request carries a bearer token for the
-demo ``admin`` principal, which icegov verifies, and every request is decided by the policy in
-``policies/`` and written to the audit stream (to a file here). The direct catalog receives the
-same header and ignores it.
+A variant is ``TRANSPORT/HTTP/LOOP/wN``: the httpx transport to the backing (``httpx``: httpx's
+own pooled ``AsyncHTTPTransport``, what icegov ships; ``aiohttp``: the small aiohttp-backed
+transport below; ``httpx-aiohttp``: the PyPI package of that name), uvicorn's HTTP parser
+(``httptools`` or ``h11``), its event loop (``uvloop`` or ``asyncio``) and N uvicorn workers.
+``cli`` is ``icegov serve`` itself. Every variant runs the same governed app (``create_app``):
+bearer token for the demo ``admin``, the policy in ``policies/``, audit to a file. The direct
+catalog receives the same header and ignores it.
 
-Prints one table with ratios (proxy / direct). Run: ``python benchmarks/passthrough.py``.
+Run: ``python benchmarks/passthrough.py`` (``--quick`` for a seconds-long smoke run).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pyarrow as pa
@@ -38,6 +46,84 @@ from pyiceberg.catalog.rest import RestCatalog
 
 ICEGOV = [sys.executable, "-c", "from proxy.cli import main; main()"]
 REPO = Path(__file__).resolve().parents[1]
+TRANSPORT_ENV = "ICEGOV_BENCH_TRANSPORT"
+DEFAULT_VARIANTS = ("cli", "aiohttp/httptools/uvloop/w1", "httpx/h11/uvloop/w1",
+                    "httpx/httptools/asyncio/w1", "httpx-aiohttp/httptools/uvloop/w1",
+                    "httpx/httptools/uvloop/w2", "aiohttp/httptools/uvloop/w2")
+GOVERNED = {
+    "ICEGOV__IDENTITY__SIGNING_KEY": "benchmark-signing-key-of-at-least-32-bytes",
+    "ICEGOV__IDENTITY__PRINCIPALS_FILE": str(REPO / "policies" / "principals.yaml"),
+    "ICEGOV__POLICY__MODEL_PATH": str(REPO / "policies" / "model.conf"),
+    "ICEGOV__POLICY__POLICY_PATH": str(REPO / "policies" / "policy.csv"),
+    "ICEGOV__AUDIT__STDOUT": "false",
+}
+
+
+class AiohttpTransport(httpx.AsyncBaseTransport):
+    """An httpx transport over one aiohttp session: no cookie jar, no redirects, no added
+    headers, the URL sent as given (``encoded=True``: no requoting). Bodies are read whole."""
+
+    def __init__(self, max_connections: int = 100) -> None:
+        self._limit = max_connections
+        self._session: Any = None
+
+    def _client(self) -> Any:
+        import aiohttp
+
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self._limit),
+                cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False,
+                skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding"))
+        return self._session
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        import aiohttp
+        import yarl
+
+        timeout = request.extensions.get("timeout", {})
+        headers = [(k.decode("latin-1"), v.decode("latin-1"))
+                   for k, v in request.headers.raw if k.lower() != b"host"]
+        try:
+            async with self._client().request(
+                    request.method, yarl.URL(str(request.url), encoded=True), headers=headers,
+                    data=request.content or None, allow_redirects=False, compress=False,
+                    timeout=aiohttp.ClientTimeout(sock_connect=timeout.get("connect"),
+                                                  sock_read=timeout.get("read"))) as answer:
+                body = await answer.read()
+        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            raise httpx.ReadTimeout("backing timed out", request=request) from exc
+        except aiohttp.ClientError as exc:
+            raise httpx.ReadError("backing exchange failed", request=request) from exc
+        return httpx.Response(answer.status, headers=answer.raw_headers, content=body,
+                              request=request)
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+
+def proxy_app() -> Any:
+    """uvicorn factory: the governed icegov app from ``ICEGOV__*`` settings, reaching the
+    backing through the transport named by ``ICEGOV_BENCH_TRANSPORT``."""
+    from proxy.app import Backing, create_app
+    from proxy.settings import load_settings
+
+    settings = load_settings()
+    assert settings.catalog_uri is not None
+    kind = os.environ.get(TRANSPORT_ENV, "httpx")
+    transport: httpx.AsyncBaseTransport
+    if kind == "aiohttp":
+        transport = AiohttpTransport(settings.max_connections)
+    elif kind == "httpx-aiohttp":
+        from httpx_aiohttp import AiohttpTransport as PackagedTransport
+
+        transport = PackagedTransport(limits=httpx.Limits(max_connections=100))
+    else:
+        limits = httpx.Limits(max_connections=settings.max_connections,
+                              max_keepalive_connections=settings.max_connections)
+        transport = httpx.AsyncHTTPTransport(limits=limits, retries=0)
+    return create_app(settings, Backing(transport, settings.catalog_uri, [transport.aclose]))
 
 
 def free_port() -> int:
@@ -46,27 +132,65 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@dataclass
+class Server:
+    url: str
+    pid: int
+
+
 @contextlib.contextmanager
-def server(args: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[str]:
-    """Run an ``icegov`` subcommand on ``port`` until the block ends; yields its URL."""
+def server(command: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[Server]:
+    """Run a server command listening on ``port`` until the block ends."""
     url = f"http://127.0.0.1:{port}"
-    process = subprocess.Popen([*ICEGOV, *args, "--port", str(port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               env={**os.environ, **(env or {})})
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               env={**os.environ, **(env or {})}, cwd=REPO)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                raise RuntimeError(f"{args[0]} exited: {process.stderr.read().decode()}")  # type: ignore[union-attr]
+                raise RuntimeError(f"server exited: {process.stderr.read().decode()}")  # type: ignore[union-attr]
             with contextlib.suppress(httpx.TransportError):
                 if httpx.get(f"{url}/healthz", timeout=1).status_code in (200, 404):
                     break
+            time.sleep(0.05)
         else:
-            raise RuntimeError(f"{args[0]} did not start on {url}")
-        yield url
+            raise RuntimeError(f"server did not start on {url}")
+        yield Server(url, process.pid)
     finally:
         process.terminate()
-        process.wait(timeout=10)
+        process.wait(timeout=20)
+
+
+def proxy_command(variant: str, port: int) -> tuple[list[str], dict[str, str]]:
+    """The command line and extra environment that serve icegov as ``variant``."""
+    if variant == "cli":
+        return [*ICEGOV, "serve", "--port", str(port)], {}
+    transport, http, loop, workers = variant.split("/")
+    return [sys.executable, "-m", "uvicorn", f"{Path(__file__).stem}:proxy_app", "--factory",
+            "--app-dir", str(Path(__file__).parent), "--port", str(port),
+            "--workers", workers.removeprefix("w"), "--http", http, "--loop", loop,
+            "--no-access-log", "--timeout-keep-alive", "75", "--log-level", "warning"], \
+        {TRANSPORT_ENV: transport}
+
+
+def cpu_seconds(root: int) -> float:
+    """User + system CPU seconds of ``root`` and its live descendants."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+                parents[int(entry)] = int(fields[1])
+                times[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    tree, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent]
+        tree.update(children)
+        frontier.extend(children)
+    return sum(times.get(pid, 0.0) for pid in tree)
 
 
 def seed(catalog_url: str, snapshots: int) -> str:
@@ -78,12 +202,6 @@ def seed(catalog_url: str, snapshots: int) -> str:
     for _ in range(snapshots):
         table.append(rows)
     return "/v1/namespaces/bench/tables/events"
-
-
-@dataclass
-class Latency:
-    p50_ms: float
-    p99_ms: float
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -99,92 +217,149 @@ def admin_headers(proxied: str) -> dict[str, str]:
 
 
 def interleaved_latency(direct: str, proxied: str, path: str, n: int,
-                        headers: dict[str, str]) -> tuple[Latency, Latency]:
-    """Alternate direct and proxied requests (order flipped each round) on warm connections."""
+                        headers: dict[str, str]) -> dict[str, list[float]]:
+    """Milliseconds per request each way, alternating request by request on warm connections."""
     times: dict[str, list[float]] = {direct: [], proxied: []}
     with httpx.Client(base_url=direct, headers=headers) as a, \
             httpx.Client(base_url=proxied, headers=headers) as b:
         clients = {direct: a, proxied: b}
         for client in clients.values():
-            for _ in range(50):
+            for _ in range(min(n, 50)):
                 client.get(path).raise_for_status()
         for i in range(n):
-            order = (direct, proxied) if i % 2 == 0 else (proxied, direct)
-            for url in order:
+            for url in ((direct, proxied) if i % 2 == 0 else (proxied, direct)):
                 start = time.perf_counter()
                 response = clients[url].get(path)
                 times[url].append((time.perf_counter() - start) * 1000)
                 assert response.status_code == 200, response.text
-    return tuple(  # type: ignore[return-value]
-        Latency(statistics.median(times[u]), percentile(times[u], 0.99)) for u in (direct, proxied))
+    return times
 
 
-async def _throughput(url: str, path: str, concurrency: int, seconds: float,
-                      headers: dict[str, str]) -> float:
-    done = 0
-    deadline = time.monotonic() + seconds
-    limits = httpx.Limits(max_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, limits=limits, headers=headers) as client:
+async def _load(url: str, path: str, clients: int, seconds: float,
+                headers: dict[str, str]) -> list[float]:
+    """``clients`` closed-loop clients for ``seconds``; each request's milliseconds."""
+    latencies: list[float] = []
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, limits=limits, headers=headers,
+                                 timeout=60) as client:
+        await asyncio.gather(*(client.get(path) for _ in range(clients)))  # open the connections
+        deadline = time.monotonic() + seconds
+
         async def worker() -> None:
-            nonlocal done
             while time.monotonic() < deadline:
+                start = time.perf_counter()
                 response = await client.get(path)
-                assert response.status_code == 200
-                done += 1
+                latencies.append((time.perf_counter() - start) * 1000)
+                assert response.status_code == 200, response.text
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return done / seconds
+        await asyncio.gather(*(worker() for _ in range(clients)))
+    return latencies
 
 
-def throughput(direct: str, proxied: str, path: str, rounds: int, seconds: float,
-               concurrency: int, headers: dict[str, str]) -> tuple[float, float]:
-    """Requests/second each way, alternating direct and proxied rounds; the median round."""
-    results: dict[str, list[float]] = {direct: [], proxied: []}
+@dataclass
+class Side:
+    """One side's measure at one client count."""
+
+    latencies: list[float]
+    requests_per_second: float
+    requests_per_cpu_second: float
+
+    @property
+    def p50(self) -> float:
+        return statistics.median(self.latencies)
+
+    @property
+    def p99(self) -> float:
+        return percentile(self.latencies, 0.99)
+
+
+def load(sides: dict[str, Server], path: str, clients: int, rounds: int, seconds: float,
+         headers: dict[str, str]) -> dict[str, Side]:
+    """Alternating rounds of closed-loop load on each side; median round's rate."""
+    latencies: dict[str, list[float]] = {name: [] for name in sides}
+    rates: dict[str, list[float]] = {name: [] for name in sides}
+    per_cpu: dict[str, list[float]] = {name: [] for name in sides}
+    names = list(sides)
     for i in range(rounds):
-        for url in ((direct, proxied) if i % 2 == 0 else (proxied, direct)):
-            results[url].append(
-                asyncio.run(_throughput(url, path, concurrency, seconds, headers)))
-    return statistics.median(results[direct]), statistics.median(results[proxied])
+        for name in (names if i % 2 == 0 else names[::-1]):
+            cpu = cpu_seconds(sides[name].pid)
+            started = time.perf_counter()
+            done = asyncio.run(_load(sides[name].url, path, clients, seconds, headers))
+            elapsed = time.perf_counter() - started
+            cpu = cpu_seconds(sides[name].pid) - cpu
+            latencies[name].extend(done)
+            rates[name].append(len(done) / elapsed)
+            per_cpu[name].append((len(done) + clients) / cpu if cpu > 0 else float("nan"))
+    return {name: Side(latencies[name], statistics.median(rates[name]),
+                       statistics.median(per_cpu[name])) for name in sides}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=2000, help="latency samples per side")
+HEADER = ("| variant | clients | direct p50 ms | icegov p50 ms | added p50 ms | direct p99 ms "
+          "| icegov p99 ms | added p99 ms | direct req/s | icegov req/s | catalog req/CPU-s "
+          "| icegov req/CPU-s |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+def row(variant: str, clients: int, direct: Side, proxied: Side) -> str:
+    return (f"| {variant} | {clients} | {direct.p50:.3f} | {proxied.p50:.3f} "
+            f"| {proxied.p50 - direct.p50:+.3f} | {direct.p99:.3f} | {proxied.p99:.3f} "
+            f"| {proxied.p99 - direct.p99:+.3f} | {direct.requests_per_second:.0f} "
+            f"| {proxied.requests_per_second:.0f} | {direct.requests_per_cpu_second:.0f} "
+            f"| {proxied.requests_per_cpu_second:.0f} |")
+
+
+def sweep(variant: str, catalog: Server, path: str, args: argparse.Namespace,
+          audit_file: Path) -> Iterator[str]:
+    """Rows for one proxy variant at every client count."""
+    command, extra = proxy_command(variant, port := free_port())
+    env = {**GOVERNED, "ICEGOV__AUDIT__FILE": str(audit_file),
+           "ICEGOV__CATALOG_URI": catalog.url, **extra}
+    with server(command, port, env) as proxy:
+        headers = admin_headers(proxy.url)
+        sides = {"direct": catalog, "icegov": proxy}
+        for clients in args.clients:
+            measured = load(sides, path, clients, args.rounds, args.seconds, headers)
+            if clients == 1:  # the tighter, request-by-request interleaved latency
+                times = interleaved_latency(catalog.url, proxy.url, path, args.requests, headers)
+                measured["direct"].latencies = times[catalog.url]
+                measured["icegov"].latencies = times[proxy.url]
+            yield row(variant, clients, measured["direct"], measured["icegov"])
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=2000,
+                        help="interleaved latency samples per side at 1 client")
     parser.add_argument("--snapshots", type=int, default=20, help="snapshots in the seeded table")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--concurrency", type=int, default=16)
-    args = parser.parse_args()
+    parser.add_argument("--rounds", type=int, default=2, help="load rounds per side")
+    parser.add_argument("--seconds", type=float, default=2.0, help="length of one load round")
+    parser.add_argument("--clients", type=lambda s: [int(c) for c in s.split(",")],
+                        default=[1, 16, 64, 256], help="comma-separated client counts")
+    parser.add_argument("--variants", type=lambda s: s.split(","), default=list(DEFAULT_VARIANTS),
+                        help="comma-separated: cli or TRANSPORT/HTTP/LOOP/wN")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: 100 requests, 1 round of 0.3 s at 1 and 8 clients")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.requests, args.rounds, args.seconds, args.clients = 100, 1, 0.3, [1, 8]
+        args.snapshots = 2
+    return args
 
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp, \
-            server(["catalog", "--warehouse", str(Path(tmp) / "wh")], free_port()) as direct:
-        table_path = seed(direct, args.snapshots)
-        governed = {
-            "ICEGOV__IDENTITY__SIGNING_KEY": "benchmark-signing-key-of-at-least-32-bytes",
-            "ICEGOV__IDENTITY__PRINCIPALS_FILE": str(REPO / "policies" / "principals.yaml"),
-            "ICEGOV__POLICY__MODEL_PATH": str(REPO / "policies" / "model.conf"),
-            "ICEGOV__POLICY__POLICY_PATH": str(REPO / "policies" / "policy.csv"),
-            "ICEGOV__AUDIT__STDOUT": "false",
-            "ICEGOV__AUDIT__FILE": str(Path(tmp) / "audit.log"),
-        }
-        with server(["serve", "--catalog-uri", direct], free_port(), governed) as proxied:
-            headers = admin_headers(proxied)
-            print(f"# passthrough: {args.requests} interleaved requests per side, "
-                  f"throughput {args.rounds}x{args.seconds:.0f}s "
-                  f"at concurrency {args.concurrency}, "
-                  f"table with {args.snapshots} snapshots, {os.cpu_count()} cores")
-            print("| endpoint | direct p50 ms | proxy p50 ms | p50 ratio | added p50 ms "
-                  "| direct p99 ms | proxy p99 ms | p99 ratio | direct req/s | proxy req/s "
-                  "| throughput ratio |")
-            print("|---|---|---|---|---|---|---|---|---|---|---|")
-            for name, path in (("GET /v1/config", "/v1/config"), ("loadTable", table_path)):
-                d, p = interleaved_latency(direct, proxied, path, args.requests, headers)
-                d_rps, p_rps = throughput(direct, proxied, path, args.rounds, args.seconds,
-                                          args.concurrency, headers)
-                print(f"| {name} | {d.p50_ms:.3f} | {p.p50_ms:.3f} | {p.p50_ms / d.p50_ms:.2f} "
-                      f"| {p.p50_ms - d.p50_ms:.3f} | {d.p99_ms:.3f} | {p.p99_ms:.3f} "
-                      f"| {p.p99_ms / d.p99_ms:.2f} | {d_rps:.0f} | {p_rps:.0f} "
-                      f"| {p_rps / d_rps:.2f} |", flush=True)
+            server([*ICEGOV, "catalog", "--warehouse", str(Path(tmp) / "wh"), "--port",
+                    str(port := free_port())], port) as catalog:
+        path = seed(catalog.url, args.snapshots)
+        load_average = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        print(f"# loadTable passthrough: table with {args.snapshots} snapshots, "
+              f"{args.requests} interleaved requests per side at 1 client, "
+              f"{args.rounds}x{args.seconds:g}s load rounds per side, {os.cpu_count()} cores, "
+              f"load average before {load_average}")
+        print(HEADER, flush=True)
+        for index, variant in enumerate(args.variants):
+            for line in sweep(variant, catalog, path, args, Path(tmp) / f"audit-{index}.log"):
+                print(line, flush=True)
 
 
 if __name__ == "__main__":
