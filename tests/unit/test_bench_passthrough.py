@@ -1,0 +1,109 @@
+"""The passthrough benchmark: a smoke run of its sweep, and the aiohttp transport it measures."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import httpx
+import pytest
+
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "passthrough.py"
+
+
+def load_benchmark() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_passthrough", BENCHMARK)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_passthrough"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = load_benchmark()
+NUMBER = r"[-+]?\d+\.\d+|[-+]?\d+|nan"
+
+
+def test_quick_sweep_prints_a_row_per_variant_and_client_count(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("aiohttp")
+    bench.main(["--quick", "--variants", "cli,aiohttp/httptools/uvloop/w2"])
+    rows = [line for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| cli |") or line.startswith("| aiohttp/")]
+    assert [tuple(r.split(" | ")[:2]) for r in rows] == [
+        ("| cli", "1"), ("| cli", "8"),
+        ("| aiohttp/httptools/uvloop/w2", "1"), ("| aiohttp/httptools/uvloop/w2", "8")]
+    for line in rows:
+        cells = [c.strip() for c in line.strip("|").split("|")][2:]
+        assert len(cells) == 10 and all(re.fullmatch(NUMBER, c) for c in cells), line
+        direct_p50, icegov_p50 = float(cells[0]), float(cells[1])
+        assert direct_p50 > 0 and icegov_p50 > 0
+        assert float(cells[7]) > 0  # icegov served requests: its req/s is not zero
+
+
+def test_variant_command_lines() -> None:
+    command, env = bench.proxy_command("aiohttp/h11/asyncio/w3", 9999)
+    assert command[command.index("--workers") + 1] == "3"
+    assert command[command.index("--http") + 1] == "h11"
+    assert command[command.index("--loop") + 1] == "asyncio"
+    assert env == {bench.TRANSPORT_ENV: "aiohttp"}
+    command, env = bench.proxy_command("cli", 9999)
+    assert "serve" in command and env == {}
+
+
+def test_cpu_seconds_counts_this_process() -> None:
+    before = bench.cpu_seconds(os.getpid())
+    sum(i * i for i in range(2_000_000))
+    assert bench.cpu_seconds(os.getpid()) > before
+
+
+async def _exchange(request: httpx.Request, answer: bytes) -> tuple[bytes, httpx.Response]:
+    """Send ``request`` (its URL's port replaced) through AiohttpTransport to a raw server that
+    records the bytes it receives and answers ``answer``."""
+    received = bytearray()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        received.extend(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(answer)
+        await writer.drain()
+        writer.close()
+
+    listener = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    request.url = request.url.copy_with(port=port)
+    transport = bench.AiohttpTransport()
+    try:
+        response = await transport.handle_async_request(request)
+    finally:
+        await transport.aclose()
+        listener.close()
+    return bytes(received), response
+
+
+def test_aiohttp_transport_sends_the_raw_path_and_only_the_given_headers() -> None:
+    pytest.importorskip("aiohttp")
+    url = httpx.URL("http://127.0.0.1/v1/namespaces/a%1Fb/tables/t%2Fx?x=%2F&y=1")
+    request = httpx.Request("GET", url, headers=[(b"authorization", b"Bearer t")])
+    received, response = asyncio.run(_exchange(request, (
+        b"HTTP/1.1 302 Found\r\nlocation: /elsewhere\r\nset-cookie: s=1\r\n"
+        b"content-length: 2\r\n\r\nok")))
+    head = received.split(b"\r\n")
+    assert head[0] == b"GET /v1/namespaces/a%1Fb/tables/t%2Fx?x=%2F&y=1 HTTP/1.1"
+    names = {line.split(b":")[0].lower() for line in head[1:] if line}
+    assert b"authorization" in names and b"user-agent" not in names
+    assert b"cookie" not in names
+    assert response.status_code == 302  # redirects are relayed, never followed
+    assert response.headers["set-cookie"] == "s=1"
+    assert response.content == b"ok"
+
+
+def test_aiohttp_transport_failures_are_httpx_transport_errors() -> None:
+    pytest.importorskip("aiohttp")
+    request = httpx.Request("GET", "http://127.0.0.1/v1/config")
+    with pytest.raises(httpx.TransportError):
+        asyncio.run(_exchange(request, b"not http at all\r\n\r\n"))
