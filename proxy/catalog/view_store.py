@@ -27,9 +27,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from proxy.catalog import store
-from proxy.errors import AlreadyExists, CommitFailed, NotFound, NotSupported
+from proxy.errors import AlreadyExists, BadRequest, CommitFailed, NotFound, NotSupported
 
 VIEW_TYPE = "VIEW"
+MAX_LOCATION = 1000
 
 
 class NoSuchView(NotFound):
@@ -154,9 +155,14 @@ def rename(catalog: SqlCatalog, source: Identifier, destination: Identifier) -> 
 def _write(catalog: SqlCatalog, metadata: ViewMetadata, previous: str | None) -> str:
     version = 0 if previous is None else MetastoreCatalog._parse_metadata_version(previous) + 1
     location = f"{metadata.location}/metadata/{version:05d}-{uuid.uuid4()}.metadata.json"
+    if len(location) > MAX_LOCATION:  # the row's column holds at most 1000 characters
+        raise BadRequest("the view location is too long")
     io = catalog._load_file_io(location=location)
-    with io.new_output(location).create(overwrite=False) as stream:
-        stream.write(metadata.model_dump_json().encode())
+    try:
+        with io.new_output(location).create(overwrite=False) as stream:
+            stream.write(metadata.model_dump_json().encode())
+    except OSError as exc:  # never echo the OS error: it may name host paths
+        raise BadRequest("the view location cannot hold metadata files") from exc
     return location
 
 

@@ -131,6 +131,16 @@ def test_invalid_creates_are_400_and_create_nothing(http: TestClient,
     assert http.get(VIEWS).json() == {"identifiers": []}
 
 
+@pytest.mark.parametrize("component", ["x" * 300, "/".join(["y" * 200] * 6)],
+                         ids=["name-too-long-for-the-filesystem", "too-long-for-the-row"])
+def test_unusable_locations_in_the_warehouse_are_400(http: TestClient, tmp_path: Path,
+                                                     component: str) -> None:
+    location = f"{(tmp_path / 'warehouse').as_uri()}/{component}"
+    error = assert_error_model(http.post(VIEWS, json=create_body("v", location=location)), 400)
+    assert "y" * 200 not in error["message"] and "x" * 300 not in error["message"]
+    assert http.get(VIEWS).json() == {"identifiers": []}
+
+
 def test_create_twice_is_409(http: TestClient) -> None:
     create(http, "v")
     assert_error_model(http.post(VIEWS, json=create_body("v")), 409, "AlreadyExistsException")
