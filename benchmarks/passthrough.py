@@ -12,9 +12,10 @@ loadTable both ways in the same run:
   second, and requests per CPU-second of the serving processes (read from ``/proc``), which is
   the throughput per core.
 
-A variant is ``TRANSPORT/HTTP/LOOP/wN``: the httpx transport to the backing (``httpx``: httpx's
-own pooled ``AsyncHTTPTransport``, what icegov ships; ``aiohttp``: the small aiohttp-backed
-transport below; ``httpx-aiohttp``: the PyPI package of that name), uvicorn's HTTP parser
+A variant is ``TRANSPORT/HTTP/LOOP/wN``: the httpx transport to the backing (``aiohttp``:
+``proxy.backing.forward.AiohttpTransport``, what icegov ships; ``httpx``: httpx's own pooled
+``AsyncHTTPTransport`` over httpcore, what it shipped before; ``httpx-aiohttp``: the PyPI package
+of that name, if installed), uvicorn's HTTP parser
 (``httptools`` or ``h11``), its event loop (``uvloop`` or ``asyncio``) and N uvicorn workers.
 ``cli`` is ``icegov serve`` itself. Every variant runs the same governed app (``create_app``):
 bearer token for the demo ``admin``, the policy in ``policies/``, audit to a file. The direct
@@ -47,9 +48,9 @@ from pyiceberg.catalog.rest import RestCatalog
 ICEGOV = [sys.executable, "-c", "from proxy.cli import main; main()"]
 REPO = Path(__file__).resolve().parents[1]
 TRANSPORT_ENV = "ICEGOV_BENCH_TRANSPORT"
-DEFAULT_VARIANTS = ("cli", "aiohttp/httptools/uvloop/w1", "httpx/h11/uvloop/w1",
-                    "httpx/httptools/asyncio/w1", "httpx-aiohttp/httptools/uvloop/w1",
-                    "httpx/httptools/uvloop/w2", "aiohttp/httptools/uvloop/w2")
+DEFAULT_VARIANTS = ("cli", "httpx/httptools/uvloop/w1", "httpx-aiohttp/httptools/uvloop/w1",
+                    "aiohttp/h11/uvloop/w1", "aiohttp/httptools/asyncio/w1",
+                    "aiohttp/httptools/uvloop/w2")
 GOVERNED = {
     "ICEGOV__IDENTITY__SIGNING_KEY": "benchmark-signing-key-of-at-least-32-bytes",
     "ICEGOV__IDENTITY__PRINCIPALS_FILE": str(REPO / "policies" / "principals.yaml"),
@@ -59,59 +60,16 @@ GOVERNED = {
 }
 
 
-class AiohttpTransport(httpx.AsyncBaseTransport):
-    """An httpx transport over one aiohttp session: no cookie jar, no redirects, no added
-    headers, the URL sent as given (``encoded=True``: no requoting). Bodies are read whole."""
-
-    def __init__(self, max_connections: int = 100) -> None:
-        self._limit = max_connections
-        self._session: Any = None
-
-    def _client(self) -> Any:
-        import aiohttp
-
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self._limit),
-                cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False,
-                skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding"))
-        return self._session
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        import aiohttp
-        import yarl
-
-        timeout = request.extensions.get("timeout", {})
-        headers = [(k.decode("latin-1"), v.decode("latin-1"))
-                   for k, v in request.headers.raw if k.lower() != b"host"]
-        try:
-            async with self._client().request(
-                    request.method, yarl.URL(str(request.url), encoded=True), headers=headers,
-                    data=request.content or None, allow_redirects=False, compress=False,
-                    timeout=aiohttp.ClientTimeout(sock_connect=timeout.get("connect"),
-                                                  sock_read=timeout.get("read"))) as answer:
-                body = await answer.read()
-        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            raise httpx.ReadTimeout("backing timed out", request=request) from exc
-        except aiohttp.ClientError as exc:
-            raise httpx.ReadError("backing exchange failed", request=request) from exc
-        return httpx.Response(answer.status, headers=answer.raw_headers, content=body,
-                              request=request)
-
-    async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-
-
 def proxy_app() -> Any:
     """uvicorn factory: the governed icegov app from ``ICEGOV__*`` settings, reaching the
     backing through the transport named by ``ICEGOV_BENCH_TRANSPORT``."""
     from proxy.app import Backing, create_app
+    from proxy.backing.forward import AiohttpTransport
     from proxy.settings import load_settings
 
     settings = load_settings()
     assert settings.catalog_uri is not None
-    kind = os.environ.get(TRANSPORT_ENV, "httpx")
+    kind = os.environ.get(TRANSPORT_ENV, "aiohttp")
     transport: httpx.AsyncBaseTransport
     if kind == "aiohttp":
         transport = AiohttpTransport(settings.max_connections)
@@ -237,22 +195,27 @@ def interleaved_latency(direct: str, proxied: str, path: str, n: int,
 
 async def _load(url: str, path: str, clients: int, seconds: float,
                 headers: dict[str, str]) -> list[float]:
-    """``clients`` closed-loop clients for ``seconds``; each request's milliseconds."""
+    """``clients`` closed-loop clients for ``seconds``; each request's milliseconds.
+
+    Each client has its own single-connection httpx client: one shared pool of N connections
+    costs httpcore time that grows with N per request, which at 64+ clients measured the
+    load generator instead of the servers."""
     latencies: list[float] = []
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=url, limits=limits, headers=headers,
-                                 timeout=60) as client:
-        await asyncio.gather(*(client.get(path) for _ in range(clients)))  # open the connections
+    async with contextlib.AsyncExitStack() as stack:
+        pool = [await stack.enter_async_context(httpx.AsyncClient(
+            base_url=url, headers=headers, timeout=60, limits=httpx.Limits(max_connections=1)))
+            for _ in range(clients)]
+        await asyncio.gather(*(client.get(path) for client in pool))  # open the connections
         deadline = time.monotonic() + seconds
 
-        async def worker() -> None:
+        async def worker(client: httpx.AsyncClient) -> None:
             while time.monotonic() < deadline:
                 start = time.perf_counter()
                 response = await client.get(path)
                 latencies.append((time.perf_counter() - start) * 1000)
                 assert response.status_code == 200, response.text
 
-        await asyncio.gather(*(worker() for _ in range(clients)))
+        await asyncio.gather(*(worker(client) for client in pool))
     return latencies
 
 

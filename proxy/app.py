@@ -15,7 +15,7 @@ from starlette.routing import Route
 from proxy.admission import Admission
 from proxy.audit import AuditLog
 from proxy.backing.auth import backing_auth_from_settings
-from proxy.backing.forward import Forwarder
+from proxy.backing.forward import AiohttpTransport, Forwarder
 from proxy.backing.offers import BackingOffers
 from proxy.commit_handler import CommitHandlers
 from proxy.commits import check_classification_complete
@@ -64,9 +64,7 @@ class Backing:
 def connect_backing(settings: Settings) -> Backing:
     """A remote catalog over a pooled HTTP transport, or the embedded one in-process."""
     if settings.catalog_uri is not None:
-        limits = httpx.Limits(max_connections=settings.max_connections,
-                              max_keepalive_connections=settings.max_connections)
-        transport = httpx.AsyncHTTPTransport(limits=limits, retries=0)
+        transport = AiohttpTransport(settings.max_connections)
         return Backing(transport, settings.catalog_uri, [transport.aclose])
     from proxy.catalog import EmbeddedCatalog
 

@@ -1,4 +1,4 @@
-"""The passthrough benchmark: a smoke run of its sweep, and the aiohttp transport it measures."""
+"""The passthrough benchmark (a smoke run of its sweep) and the aiohttp transport icegov ships."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from types import ModuleType
 
 import httpx
 import pytest
+
+from proxy.backing.forward import AiohttpTransport
 
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "passthrough.py"
 
@@ -31,13 +33,12 @@ NUMBER = r"[-+]?\d+\.\d+|[-+]?\d+|nan"
 
 def test_quick_sweep_prints_a_row_per_variant_and_client_count(
         capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("aiohttp")
-    bench.main(["--quick", "--variants", "cli,aiohttp/httptools/uvloop/w2"])
+    bench.main(["--quick", "--variants", "cli,httpx/httptools/uvloop/w2"])
     rows = [line for line in capsys.readouterr().out.splitlines()
-            if line.startswith("| cli |") or line.startswith("| aiohttp/")]
+            if line.startswith("| cli |") or line.startswith("| httpx/")]
     assert [tuple(r.split(" | ")[:2]) for r in rows] == [
         ("| cli", "1"), ("| cli", "8"),
-        ("| aiohttp/httptools/uvloop/w2", "1"), ("| aiohttp/httptools/uvloop/w2", "8")]
+        ("| httpx/httptools/uvloop/w2", "1"), ("| httpx/httptools/uvloop/w2", "8")]
     for line in rows:
         cells = [c.strip() for c in line.strip("|").split("|")][2:]
         assert len(cells) == 10 and all(re.fullmatch(NUMBER, c) for c in cells), line
@@ -62,23 +63,27 @@ def test_cpu_seconds_counts_this_process() -> None:
     assert bench.cpu_seconds(os.getpid()) > before
 
 
-async def _exchange(request: httpx.Request, answer: bytes) -> tuple[bytes, httpx.Response]:
+async def _exchange(request: httpx.Request, answer: bytes | None) -> tuple[bytes, httpx.Response]:
     """Send ``request`` (its URL's port replaced) through AiohttpTransport to a raw server that
-    records the bytes it receives and answers ``answer``."""
+    records the bytes it receives and answers ``answer`` (None: never answers)."""
     received = bytearray()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         received.extend(await reader.readuntil(b"\r\n\r\n"))
-        writer.write(answer)
-        await writer.drain()
+        if answer is None:
+            await asyncio.sleep(5)
+        else:
+            writer.write(answer)
+            await writer.drain()
         writer.close()
 
     listener = await asyncio.start_server(handle, "127.0.0.1", 0)
     port = listener.sockets[0].getsockname()[1]
     request.url = request.url.copy_with(port=port)
-    transport = bench.AiohttpTransport()
+    transport = AiohttpTransport(max_connections=4)
     try:
         response = await transport.handle_async_request(request)
+        await response.aread()
     finally:
         await transport.aclose()
         listener.close()
@@ -86,7 +91,6 @@ async def _exchange(request: httpx.Request, answer: bytes) -> tuple[bytes, httpx
 
 
 def test_aiohttp_transport_sends_the_raw_path_and_only_the_given_headers() -> None:
-    pytest.importorskip("aiohttp")
     url = httpx.URL("http://127.0.0.1/v1/namespaces/a%1Fb/tables/t%2Fx?x=%2F&y=1")
     request = httpx.Request("GET", url, headers=[(b"authorization", b"Bearer t")])
     received, response = asyncio.run(_exchange(request, (
@@ -103,7 +107,29 @@ def test_aiohttp_transport_sends_the_raw_path_and_only_the_given_headers() -> No
 
 
 def test_aiohttp_transport_failures_are_httpx_transport_errors() -> None:
-    pytest.importorskip("aiohttp")
     request = httpx.Request("GET", "http://127.0.0.1/v1/config")
     with pytest.raises(httpx.TransportError):
         asyncio.run(_exchange(request, b"not http at all\r\n\r\n"))
+
+
+def test_aiohttp_transport_read_timeout_is_an_httpx_timeout() -> None:
+    request = httpx.Request("GET", "http://127.0.0.1/v1/config",
+                            extensions={"timeout": httpx.Timeout(5, read=0.2).as_dict()})
+    with pytest.raises(httpx.ReadTimeout):
+        asyncio.run(_exchange(request, None))
+
+
+def test_aiohttp_transport_refused_connection_is_an_httpx_connect_error() -> None:
+    port = bench.free_port()  # nothing listens there
+
+    async def send() -> None:
+        transport = AiohttpTransport(max_connections=1)
+        try:
+            await transport.handle_async_request(
+                httpx.Request("GET", f"http://127.0.0.1:{port}/v1/config"))
+        finally:
+            await transport.aclose()
+
+    with pytest.raises(httpx.ConnectError) as caught:
+        asyncio.run(send())
+    assert "refused" not in str(caught.value).lower()  # names the kind, never the OS text
