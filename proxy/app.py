@@ -99,7 +99,8 @@ def create_app(settings: Settings, backing: Backing | None = None) -> Starlette:
     gate = Gate(
         identity.authenticator, authorizer, offers,
         CatalogNames(settings.catalog_name, settings.catalogs),
-        ChangeClassifier(forwarder.fetch, forwarder.post_json, settings.commit_limits),
+        ChangeClassifier(forwarder.fetch, forwarder.post_json, settings.commit_limits,
+                         settings.file_io),
         settings.commit_limits.max_table_changes, views,
     )
     planner = Planner(ManifestCache(settings.planning.manifest_cache_entries),
@@ -107,7 +108,8 @@ def create_app(settings: Settings, backing: Backing | None = None) -> Starlette:
     answers = TableAnswers(views, authorizer.restricts)
     handlers = _handlers(forwarder, authorizer, config, identity.token_endpoint,
                          CommitHandlers(Committer(forwarder, settings.commit_limits,
-                                                  settings.commit_retry, metrics), answers))
+                                                  settings.commit_retry, metrics,
+                                                  settings.file_io), answers))
     handlers.update(_read_handlers(forwarder, answers, views, planner, settings,
                                    lambda: authorizer.generation, metrics))
     metrics.watch(manifest_cache=lambda: planner.manifests.stats, policy=authorizer, audit=audit)
@@ -161,8 +163,8 @@ def _read_handlers(forwarder: Forwarder, answers: TableAnswers, views: ReadViews
                    generation: Callable[[], int], metrics: Metrics) -> dict[str, GovernedHandler]:
     """loadTable (projected for restricted principals) and the planning endpoints."""
     load = LoadTableHandler(forwarder, answers)
-    service = PlanService(TableReader(forwarder.fetch, views), planner, settings.planning,
-                          generation)
+    service = PlanService(TableReader(forwarder.fetch, views, settings.file_io), planner,
+                          settings.planning, generation)
     metrics.watch(plan_cache=lambda: service.plan_cache_stats)
     plans = PlanHandlers(service)
     credentials = CredentialsHandler(forwarder, answers, service)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -36,7 +36,7 @@ from starlette.responses import JSONResponse, Response
 
 from proxy.admission import ClassifiedChange
 from proxy.backing.forward import Forwarder, relayed
-from proxy.backing.tables import TableState, fetch_table, parse_table_state
+from proxy.backing.tables import NO_FILE_IO, TableState, fetch_table, parse_table_state
 from proxy.commit_queue import TableKey, TableQueue, TableSlot
 from proxy.commits.limits import CommitLimits
 from proxy.commits.reconcile import Outcome, outcome_of
@@ -63,6 +63,7 @@ class Pending:
     tries: int = 0
     rebased: int = 0
     refused: bool = False  # the last try was refused outright: nothing of it landed
+    file_io: Mapping[str, str] = field(default_factory=dict)  # ``Settings.file_io``
     key: TableKey = field(init=False)
 
     def __post_init__(self) -> None:
@@ -82,7 +83,7 @@ class Pending:
     def state_from(self, content: bytes) -> TableState:
         """The table's state in a LoadTable/CommitTable answer, read through the FileIO the
         change was judged with (never one the answer's config would choose)."""
-        state = parse_table_state(self.change.resource, content)
+        state = parse_table_state(self.change.resource, content, self.file_io)
         return state if self.base is None else replace(state, io=self.base.io)
 
     def report(self, **extra: Any) -> None:
@@ -102,8 +103,10 @@ class Committer:
     """Lands admitted commits (one table, or a transaction) on the backing catalog."""
 
     def __init__(self, forwarder: Forwarder, limits: CommitLimits, retry: CommitRetry,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None,
+                 file_io: Mapping[str, str] = NO_FILE_IO) -> None:
         self._metrics = metrics
+        self._file_io = dict(file_io)
         self._forwarder = forwarder
         self._limits = limits
         self._retry = retry
@@ -113,7 +116,8 @@ class Committer:
                      bodies: Sequence[dict[str, Any]], wire: Wire, single: bool) -> Response:
         """Send ``bodies`` (the pinned changes) until they land or cannot; ``wire`` makes the
         request body (None: the caller's bytes unchanged)."""
-        pending = [Pending(c, b, c.base, rebuilder_for(c, b, self._limits))
+        pending = [Pending(c, b, c.base, rebuilder_for(c, b, self._limits),
+                           file_io=self._file_io)
                    for c, b in zip(changes, bodies, strict=True)]
         try:
             return await self._land(inbound, pending, wire, single)

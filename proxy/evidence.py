@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -16,7 +16,14 @@ from pyiceberg.table.metadata import TableMetadata
 from starlette.concurrency import run_in_threadpool
 
 from proxy.admission import ClassifiedChange, DataOperationRequest
-from proxy.backing.tables import BackingRefused, TableState, parse_table_state, table_path
+from proxy.backing.tables import (
+    NO_FILE_IO,
+    BackingRefused,
+    TableState,
+    io_properties,
+    parse_table_state,
+    table_path,
+)
 from proxy.commits import (
     UnverifiableCommit,
     check_commit_shape,
@@ -55,10 +62,13 @@ to refuse it (``Gate`` refuses filters over columns hidden from the caller)."""
 class ChangeClassifier:
     """Loads each changed table once and classifies its change against that state."""
 
-    def __init__(self, fetch: Fetch, post: Post, limits: CommitLimits) -> None:
+    def __init__(self, fetch: Fetch, post: Post, limits: CommitLimits,
+                 file_io: Mapping[str, str] = NO_FILE_IO) -> None:
         self._fetch = fetch
         self._post = post
         self._limits = limits
+        self._file_io = dict(file_io)  # icegov's FileIO settings (``Settings.file_io``)
+        self._create_io: FileIO = load_file_io(io_properties(file_io), None)
 
     async def classify_all(self, inbound: InboundRequest, changes: tuple[TableChange, ...],
                            guard: BuildGuard | None = None) -> list[ClassifiedChange]:
@@ -84,7 +94,7 @@ class ChangeClassifier:
         if creates_table(change.body):
             check_snapshot_order(added_snapshots(change.body), None, _now_ms())
             intent = await run_in_threadpool(
-                partial(classify_commit, limits=self._limits), change.body, None, _DEFAULT_IO)
+                partial(classify_commit, limits=self._limits), change.body, None, self._create_io)
             if await self._chooses_location(inbound, change):
                 intent = replace(intent, actions=intent.actions | {Action.REGISTER_TABLE})
             return ClassifiedChange(change.resource, change.body, intent, None)
@@ -152,7 +162,7 @@ class ChangeClassifier:
                 " nothing was committed")
         if response.status_code != 200:
             raise BackingRefused(response)
-        return parse_table_state(change.resource, response.content)
+        return parse_table_state(change.resource, response.content, self._file_io)
 
 
 def discard_built(changes: Iterable[ClassifiedChange]) -> None:
@@ -195,5 +205,3 @@ def _first_schema(body: dict[str, Any]) -> Any:
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
-
-_DEFAULT_IO: FileIO = load_file_io({}, None)

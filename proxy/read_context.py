@@ -3,6 +3,7 @@ and the checks every read answer passes (the columns a scan names, the row filte
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,7 +11,14 @@ from pyiceberg.schema import Schema
 from pyiceberg.table.metadata import TableMetadata
 
 from proxy.admission import Admission
-from proxy.backing.tables import BackingRefused, Fetch, TableState, fetch_table, parse_table_state
+from proxy.backing.tables import (
+    NO_FILE_IO,
+    BackingRefused,
+    Fetch,
+    TableState,
+    fetch_table,
+    parse_table_state,
+)
 from proxy.commits import UnverifiableCommit
 from proxy.errors import BackingFailed, BadRequest, Forbidden
 from proxy.governance import Principal
@@ -43,9 +51,11 @@ class ReadContext:
 class TableReader:
     """Loads a table's state from the backing, with the caller's read view of it."""
 
-    def __init__(self, fetch: Fetch, views: ReadViews) -> None:
+    def __init__(self, fetch: Fetch, views: ReadViews,
+                 file_io: Mapping[str, str] = NO_FILE_IO) -> None:
         self._fetch = fetch
         self._views = views
+        self._file_io = dict(file_io)  # icegov's FileIO settings (``Settings.file_io``)
 
     async def for_admission(self, inbound: InboundRequest, admission: Admission) -> ReadContext:
         """The admitted request's table as the backing serves it now (its refusal relayed)."""
@@ -56,7 +66,7 @@ class TableReader:
         if response.status_code != 200:
             raise BackingRefused(response)
         try:
-            state = parse_table_state(table, response.content)
+            state = parse_table_state(table, response.content, self._file_io)
         except UnverifiableCommit as exc:
             raise BackingFailed("the backing catalog's table metadata cannot be read") from exc
         view = self._views.view(principal, table, state.metadata)

@@ -10,7 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from proxy.audit import AuditSettings
@@ -66,6 +74,12 @@ class Settings(BaseSettings):
     catalog_db_uri: str | None = Field(
         default=None, description="SQLAlchemy URI of the embedded catalog's database."
     )
+    file_io: dict[str, str] = Field(
+        default_factory=dict,
+        description="FileIO properties icegov reads table files with (metadata, manifests, "
+                    "delete files), e.g. s3.endpoint, s3.region, s3.access-key-id, "
+                    "s3.secret-access-key; the backing catalog's per-table config wins over "
+                    "them; py-io-impl is refused.")
     max_body_bytes: int = 16 * 1024 * 1024
     timeouts: Timeouts = Field(default_factory=Timeouts)
     max_connections: int = 100
@@ -95,6 +109,13 @@ class Settings(BaseSettings):
                 raise ValueError(f"catalog name {name!r} is not a plain name (policy resources "
                                  "start with it)")
         return self
+
+    @field_validator("file_io")
+    @classmethod
+    def _file_io_loads_no_code(cls, file_io: dict[str, str]) -> dict[str, str]:
+        if any(key.startswith("py-io-impl") for key in file_io):
+            raise ValueError("py-io-impl may not be set (icegov chooses its FileIO)")
+        return file_io
 
     @model_validator(mode="after")
     def _one_backing_credential(self) -> Settings:

@@ -4,8 +4,9 @@ classification, planning and server-side commits: metadata, its location and a F
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import quote
 
@@ -50,8 +51,15 @@ def table_path(prefix: str | None, resource: Resource) -> bytes:
     return "/".join(parts).encode("ascii")
 
 
-def parse_table_state(resource: Resource, body: bytes) -> TableState:
-    """A LoadTableResult body as a ``TableState``; unreadable metadata is unverifiable (400)."""
+NO_FILE_IO: Mapping[str, str] = MappingProxyType({})
+
+
+def parse_table_state(resource: Resource, body: bytes,
+                      file_io: Mapping[str, str] = NO_FILE_IO) -> TableState:
+    """A LoadTableResult body as a ``TableState``; unreadable metadata is unverifiable (400).
+
+    Its FileIO reads the table's files with icegov's own ``file_io`` settings (an object
+    store's endpoint, region, credentials) under the catalog's per-table ``config``."""
     try:
         loaded = json.loads(body)
         metadata = TableMetadataUtil.parse_obj(loaded["metadata"])
@@ -60,15 +68,22 @@ def parse_table_state(resource: Resource, body: bytes) -> TableState:
         document = {"metadata-location": location, "metadata": loaded["metadata"]}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise UnverifiableCommit("cannot read the table's current metadata") from exc
-    io = load_file_io(_io_properties(config), location or metadata.location)
+    io = load_file_io(io_properties(file_io, config), location or metadata.location)
     return TableState(resource, metadata, location, io, config, document)
 
 
-def _io_properties(properties: dict[str, str]) -> dict[str, str]:
-    """FileIO settings from the catalog's answer (its ``config``), never from table properties:
-    anyone with ALTER writes those, and must not choose where icegov reads a commit's evidence
-    (another endpoint, other credentials) nor what Python code it loads (``py-io-impl``)."""
-    return {k: v for k, v in properties.items() if not k.startswith("py-io-impl")}
+def io_properties(file_io: Mapping[str, str],
+                  config: Mapping[str, str] = NO_FILE_IO) -> dict[str, str]:
+    """FileIO settings: icegov's own ``file_io`` with the catalog's answer (its ``config``) on
+    top, never table properties: anyone with ALTER writes those, and must not choose where
+    icegov reads a commit's evidence (another endpoint, other credentials). Neither source
+    chooses what Python code icegov loads (``py-io-impl`` is dropped)."""
+    merged = {**file_io, **config}
+    return {k: v for k, v in merged.items() if not k.startswith(FORBIDDEN_IO_PREFIX)}
+
+
+FORBIDDEN_IO_PREFIX = "py-io-impl"
+"""The FileIO property naming a Python class to load: never taken from settings or answers."""
 
 
 async def fetch_table(fetch: Fetch, prefix: str | None, resource: Resource,
