@@ -33,6 +33,8 @@ from proxy.inbound import InboundRequest
 log = structlog.get_logger("icegov")
 
 WHOLE_BODY_LIMIT = 1024 * 1024
+URL_CACHE_ENTRIES = 4096
+URL_CACHE_TARGET_BYTES = 512
 HOP_BY_HOP = frozenset({
     b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
     b"trailer", b"transfer-encoding", b"upgrade", b"host", b"content-length",
@@ -137,6 +139,7 @@ class Forwarder:
         self._transport = transport
         self._base = httpx.URL(base_url)
         self._base_path = self._base.raw_path.split(b"?")[0].rstrip(b"/")
+        self._urls: dict[bytes, httpx.URL] = {}
         self._auth = auth
         self._timeout_extension = {"timeout": timeout.as_dict()}
 
@@ -219,9 +222,21 @@ class Forwarder:
         target = self._base_path + raw_path + (b"?" + query if query else b"")
         headers = await self._headers(caller_headers)
         return httpx.Request(
-            method, self._base.copy_with(raw_path=target), headers=headers, content=body,
+            method, self._url(target), headers=headers, content=body,
             extensions=self._timeout_extension,
         )
+
+    def _url(self, target: bytes) -> httpx.URL:
+        """The backing URL for a raw path and query; short ones are remembered (parsing a URL
+        was a quarter of icegov's own time per forwarded request), at most URL_CACHE_ENTRIES."""
+        url = self._urls.get(target)
+        if url is None:
+            url = self._base.copy_with(raw_path=target)
+            if len(target) <= URL_CACHE_TARGET_BYTES:
+                if len(self._urls) >= URL_CACHE_ENTRIES:
+                    self._urls.clear()
+                self._urls[target] = url
+        return url
 
     async def _headers(
         self, caller_headers: tuple[tuple[bytes, bytes], ...]

@@ -133,3 +133,30 @@ def test_aiohttp_transport_refused_connection_is_an_httpx_connect_error() -> Non
     with pytest.raises(httpx.ConnectError) as caught:
         asyncio.run(send())
     assert "refused" not in str(caught.value).lower()  # names the kind, never the OS text
+
+
+def test_forwarder_url_cache_is_bounded_and_keeps_raw_targets() -> None:
+    from proxy.backing import forward
+    from proxy.backing.auth import PassThroughAuth
+
+    seen: list[bytes] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.raw_path)
+        return httpx.Response(200)
+
+    forwarder = forward.Forwarder(httpx.MockTransport(answer), "http://up/catalog",
+                                  PassThroughAuth(), httpx.Timeout(5))
+    long_path = b"/v1/namespaces/" + b"n" * forward.URL_CACHE_TARGET_BYTES
+
+    async def fetch_all() -> None:
+        for i in range(forward.URL_CACHE_ENTRIES + 10):
+            await forwarder.fetch(b"/v1/namespaces/n%1F" + str(i).encode(), b"a=%2F", ())
+        await forwarder.fetch(b"/v1/namespaces/n%1F0", b"a=%2F", ())  # again, after a clear
+        await forwarder.fetch(long_path, b"", ())
+
+    asyncio.run(fetch_all())
+    assert seen[0] == seen[-2] == b"/catalog/v1/namespaces/n%1F0?a=%2F"
+    assert seen[-1] == b"/catalog" + long_path
+    assert len(forwarder._urls) <= forward.URL_CACHE_ENTRIES
+    assert all(len(target) <= forward.URL_CACHE_TARGET_BYTES for target in forwarder._urls)
