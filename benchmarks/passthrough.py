@@ -15,7 +15,8 @@ loadTable both ways in the same run:
 A variant is ``TRANSPORT/HTTP/LOOP/wN``: the httpx transport to the backing (``aiohttp``:
 ``proxy.backing.forward.AiohttpTransport``, what icegov ships; ``httpx``: httpx's own pooled
 ``AsyncHTTPTransport`` over httpcore, what it shipped before; ``httpx-aiohttp``: the PyPI package
-of that name, if installed), uvicorn's HTTP parser
+of that name, if installed; ``bare``: not icegov but a bare relay over the same transport, the
+floor of a Python hop), uvicorn's HTTP parser
 (``httptools`` or ``h11``), its event loop (``uvloop`` or ``asyncio``) and N uvicorn workers.
 ``cli`` is ``icegov serve`` itself. Every variant runs the same governed app (``create_app``):
 bearer token for the demo ``admin``, the policy in ``policies/``, audit to a file. The direct
@@ -48,9 +49,9 @@ from pyiceberg.catalog.rest import RestCatalog
 ICEGOV = [sys.executable, "-c", "from proxy.cli import main; main()"]
 REPO = Path(__file__).resolve().parents[1]
 TRANSPORT_ENV = "ICEGOV_BENCH_TRANSPORT"
-DEFAULT_VARIANTS = ("cli", "httpx/httptools/uvloop/w1", "httpx-aiohttp/httptools/uvloop/w1",
-                    "aiohttp/h11/uvloop/w1", "aiohttp/httptools/asyncio/w1",
-                    "aiohttp/httptools/uvloop/w2")
+DEFAULT_VARIANTS = ("cli", "bare/httptools/uvloop/w1", "httpx/httptools/uvloop/w1",
+                    "httpx-aiohttp/httptools/uvloop/w1", "aiohttp/h11/uvloop/w1",
+                    "aiohttp/httptools/asyncio/w1", "aiohttp/httptools/uvloop/w2")
 GOVERNED = {
     "ICEGOV__IDENTITY__SIGNING_KEY": "benchmark-signing-key-of-at-least-32-bytes",
     "ICEGOV__IDENTITY__PRINCIPALS_FILE": str(REPO / "policies" / "principals.yaml"),
@@ -70,6 +71,8 @@ def proxy_app() -> Any:
     settings = load_settings()
     assert settings.catalog_uri is not None
     kind = os.environ.get(TRANSPORT_ENV, "aiohttp")
+    if kind == "bare":
+        return bare_hop(settings.catalog_uri)
     transport: httpx.AsyncBaseTransport
     if kind == "aiohttp":
         transport = AiohttpTransport(settings.max_connections)
@@ -82,6 +85,30 @@ def proxy_app() -> Any:
                               max_keepalive_connections=settings.max_connections)
         transport = httpx.AsyncHTTPTransport(limits=limits, retries=0)
     return create_app(settings, Backing(transport, settings.catalog_uri, [transport.aclose]))
+
+
+def bare_hop(backing: str) -> Any:
+    """The floor: an ASGI app that only relays GETs to ``backing`` over icegov's transport (no
+    routing, authentication, policy, audit, metrics or middleware)."""
+    from proxy.backing.forward import AiohttpTransport
+
+    transport = AiohttpTransport(100)
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        query = scope["query_string"]
+        target = scope["raw_path"] + (b"?" + query if query else b"")
+        request = httpx.Request(scope["method"], backing + target.decode("latin-1"),
+                                headers=[h for h in scope["headers"] if h[0] != b"host"])
+        response = await transport.handle_async_request(request)
+        body = await response.aread()
+        await response.aclose()
+        await send({"type": "http.response.start", "status": response.status_code,
+                    "headers": [(k.lower(), v) for k, v in response.headers.raw]})
+        await send({"type": "http.response.body", "body": body})
+
+    return app
 
 
 def free_port() -> int:
@@ -277,7 +304,8 @@ def sweep(variant: str, catalog: Server, path: str, args: argparse.Namespace,
     env = {**GOVERNED, "ICEGOV__AUDIT__FILE": str(audit_file),
            "ICEGOV__CATALOG_URI": catalog.url, **extra}
     with server(command, port, env) as proxy:
-        headers = admin_headers(proxy.url)
+        bare = variant.startswith("bare/")  # relays the token request too: no icegov token
+        headers = {"authorization": "Bearer bare"} if bare else admin_headers(proxy.url)
         sides = {"direct": catalog, "icegov": proxy}
         for clients in args.clients:
             measured = load(sides, path, clients, args.rounds, args.seconds, headers)
