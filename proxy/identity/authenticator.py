@@ -99,7 +99,7 @@ def bearer_token(headers: Headers) -> str | None:
     token = token.strip()
     if scheme.lower() != "bearer":
         raise NotAuthorized("Authorization must be a Bearer token")
-    if not token or any(c.isspace() for c in token):
+    if token.split() != [token]:  # empty, or whitespace inside (str.split: any whitespace)
         raise NotAuthorized("bearer token is malformed")
     return token
 
