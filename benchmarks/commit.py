@@ -41,7 +41,7 @@ from pyiceberg.exceptions import ForbiddenError
 from pyiceberg.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from passthrough import REPO, free_port, server
+from passthrough import REPO, free_port, icegov_server
 
 SEED = 20261121
 NAMESPACE = "demo"  # the demo policy grants writer INSERT and deleter DELETE on icegov.demo.*
@@ -352,8 +352,9 @@ def main() -> None:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        with server(["catalog", "--warehouse", str(tmp / "wh")], free_port()) as direct_url, \
-                server(["serve", "--catalog-uri", direct_url], free_port(),
+        warehouse = ["catalog", "--warehouse", str(tmp / "wh")]
+        with icegov_server(warehouse, free_port()) as direct_url, \
+                icegov_server(["serve", "--catalog-uri", direct_url], free_port(),
                        governed_env(tmp)) as proxied_url:
             admin = catalog(direct_url)
             admin.create_namespace(NAMESPACE)

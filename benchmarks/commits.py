@@ -53,7 +53,7 @@ from pyiceberg.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from commit import catalog, governed_env
-from passthrough import REPO, free_port, server
+from passthrough import REPO, free_port, icegov_server
 
 NAMESPACE = "demo"  # the demo policy grants writer INSERT on icegov.demo.*
 SEED_ROWS = ((5, 20), (10, 50), (20, 100), (25, 200), (30, 1000), (30, 2000))
@@ -416,7 +416,7 @@ def backing_catalog(kind: str, workdir: Path) -> Iterator[str]:
         with reference_catalog(workdir) as url:
             yield url
         return
-    with server(["catalog", "--warehouse", str(workdir / "wh")], free_port()) as url:
+    with icegov_server(["catalog", "--warehouse", str(workdir / "wh")], free_port()) as url:
         yield url
 
 
@@ -427,7 +427,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         with backing_catalog(args.backing, tmp) as direct_url, \
-                server(["serve", "--catalog-uri", direct_url], free_port(),
+                icegov_server(["serve", "--catalog-uri", direct_url], free_port(),
                        {**governed_env(tmp), **extra_env}) as proxied_url:
             admin = catalog(direct_url)
             admin.create_namespace(NAMESPACE)

@@ -124,6 +124,15 @@ class Server:
 
 
 @contextlib.contextmanager
+def icegov_server(args: list[str], port: int,
+                  env: dict[str, str] | None = None) -> Iterator[str]:
+    """Run an ``icegov`` subcommand on ``port`` until the block ends; yields its URL (what the
+    commit benchmarks use)."""
+    with server([*ICEGOV, *args, "--port", str(port)], port, env) as running:
+        yield running.url
+
+
+@contextlib.contextmanager
 def server(command: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[Server]:
     """Run a server command listening on ``port`` until the block ends."""
     url = f"http://127.0.0.1:{port}"
