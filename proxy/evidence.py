@@ -18,10 +18,9 @@ from starlette.concurrency import run_in_threadpool
 from proxy.admission import ClassifiedChange, DataOperationRequest
 from proxy.backing.tables import (
     NO_FILE_IO,
-    BackingRefused,
     TableState,
     io_properties,
-    parse_table_state,
+    load_table_state,
     table_path,
 )
 from proxy.commits import (
@@ -42,7 +41,7 @@ from proxy.commits.shape import updates_of
 from proxy.commits.snapshots import added_snapshots
 from proxy.commits.timeline import check_snapshot_order
 from proxy.commits.written import discard
-from proxy.errors import BackingUnavailable, CommitFailed
+from proxy.errors import CommitFailed
 from proxy.governance import Action
 from proxy.inbound import InboundRequest
 from proxy.intent import TableChange
@@ -154,15 +153,8 @@ class ChangeClassifier:
 
     async def load(self, inbound: InboundRequest, change: TableChange) -> TableState:
         """The table's current state at the backing catalog (as the caller would see it)."""
-        path = table_path(inbound.route.prefix, change.resource)
-        response = await self._fetch(path, b"", inbound.headers)
-        if response.status_code >= 500:
-            raise BackingUnavailable(
-                f"backing catalog answered {response.status_code} loading {change.resource.name};"
-                " nothing was committed")
-        if response.status_code != 200:
-            raise BackingRefused(response)
-        return parse_table_state(change.resource, response.content, self._file_io)
+        return await load_table_state(self._fetch, inbound.route.prefix, change.resource,
+                                      inbound.headers, self._file_io)
 
 
 def discard_built(changes: Iterable[ClassifiedChange]) -> None:

@@ -13,11 +13,9 @@ from pyiceberg.table.metadata import TableMetadata
 from proxy.admission import Admission
 from proxy.backing.tables import (
     NO_FILE_IO,
-    BackingRefused,
     Fetch,
     TableState,
-    fetch_table,
-    parse_table_state,
+    load_table_state,
 )
 from proxy.commits import UnverifiableCommit
 from proxy.errors import BackingFailed, BadRequest, Forbidden
@@ -58,15 +56,14 @@ class TableReader:
         self._file_io = dict(file_io)  # icegov's FileIO settings (``Settings.file_io``)
 
     async def for_admission(self, inbound: InboundRequest, admission: Admission) -> ReadContext:
-        """The admitted request's table as the backing serves it now (its refusal relayed)."""
+        """The admitted request's table as the backing serves it now (its refusal relayed, its
+        server errors 503, metadata icegov cannot read 502)."""
         principal = admission.principal
         assert principal is not None  # reads are never public
         table = admission.intent.needs[0].resource
-        response = await fetch_table(self._fetch, inbound.route.prefix, table, inbound.headers)
-        if response.status_code != 200:
-            raise BackingRefused(response)
         try:
-            state = parse_table_state(table, response.content, self._file_io)
+            state = await load_table_state(self._fetch, inbound.route.prefix, table,
+                                           inbound.headers, self._file_io)
         except UnverifiableCommit as exc:
             raise BackingFailed("the backing catalog's table metadata cannot be read") from exc
         view = self._views.view(principal, table, state.metadata)

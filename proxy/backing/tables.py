@@ -15,6 +15,7 @@ from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil
 
 from proxy.commits import UnverifiableCommit
+from proxy.errors import BackingUnavailable
 from proxy.resources import Resource
 from proxy.routes import NAMESPACE_SEPARATOR
 
@@ -90,3 +91,18 @@ async def fetch_table(fetch: Fetch, prefix: str | None, resource: Resource,
                       headers: Headers) -> httpx.Response:
     """The backing's answer to loading ``resource`` (read in full)."""
     return await fetch(table_path(prefix, resource), b"", headers)
+
+
+async def load_table_state(fetch: Fetch, prefix: str | None, resource: Resource,
+                           headers: Headers, file_io: Mapping[str, str] = NO_FILE_IO
+                           ) -> TableState:
+    """The table's current state at the backing catalog, as the caller would see it: a
+    backing server error is 503 (its text stays in icegov's log), any other refusal (404…) is
+    relayed (``BackingRefused``); metadata icegov cannot read is ``UnverifiableCommit``."""
+    response = await fetch_table(fetch, prefix, resource, headers)
+    if response.status_code >= 500:
+        raise BackingUnavailable(
+            f"backing catalog answered {response.status_code} loading {resource.name}")
+    if response.status_code != 200:
+        raise BackingRefused(response)
+    return parse_table_state(resource, response.content, file_io)
