@@ -86,14 +86,16 @@ class TableAnswers:
             raise Forbidden(refusal)
 
     async def project_response(self, response: Response, inbound: InboundRequest,
-                               admission: Admission, table: Resource) -> Response:
-        """``response`` (already read in full) projected for the admitted principal."""
+                               admission: Admission, table: Resource,
+                               keep_location: bool = True) -> Response:
+        """``response`` (already read in full) projected for the admitted principal
+        (``keep_location``: see ``projected``)."""
         principal = admission.principal
         if response.status_code != 200 or principal is None or not self.restricted(
                 principal, table):
             return response
         projected = self.projected(bytes(response.body), principal, table, inbound,
-                                   admission.evidence, keep_location=True)
+                                   admission.evidence, keep_location=keep_location)
         if projected is None:
             return response
         return JSONResponse(projected, headers={"cache-control": "no-store"})
@@ -124,13 +126,9 @@ class LoadTableHandler:
         if principal is None or not self._answers.restricted(principal, table):
             return await self._forwarder.forward(inbound)
         upstream = await self._forwarder.exchange(inbound)
-        if upstream.status_code != 200:
-            return relayed(upstream, upstream.content)
-        projected = self._answers.projected(upstream.content, principal, table, inbound,
-                                            admission.evidence)
-        if projected is None:
-            return relayed(upstream, upstream.content)
-        return JSONResponse(projected, headers={"cache-control": "no-store"})
+        return await self._answers.project_response(relayed(upstream, upstream.content),
+                                                    inbound, admission, table,
+                                                    keep_location=False)
 
     async def create_table(self, inbound: InboundRequest, admission: Admission) -> Response:
         """Create (or stage-create) a table: forwarded; its answer, which carries the new

@@ -92,7 +92,8 @@ class PlanService:
         self._key = (secret.get_secret_value().encode() if secret is not None
                      else secrets.token_bytes(32))
         self._plans = PlanCache(settings.plan_cache_plans, implies)
-        self._answers = AnswerCache(settings.answer_cache_bytes)
+        # recent tasks fragments (JSON bytes): what a warm plan serves without planning again
+        self._answers: SizedLru[Any, bytes] = SizedLru(settings.answer_cache_bytes, size=len)
         self._jobs = PlanJobs()
         self._large_scans: SizedLru[str, TaskClaims] = SizedLru(_LARGE_SCANS_KEPT)
 
@@ -316,20 +317,6 @@ def with_tasks(head: dict[str, Any], fragment: bytes) -> bytes:
     rest = {k: v for k, v in head.items() if k not in ("file-scan-tasks", "delete-files")}
     opening = _dumps(rest)[:-1]
     return opening + (b"," if rest else b"") + fragment + b"}"
-
-
-class AnswerCache:
-    """Recent tasks fragments (JSON bytes), at most ``capacity`` bytes in all: what a warm plan
-    serves without planning or writing JSON again."""
-
-    def __init__(self, capacity: int) -> None:
-        self._lru: SizedLru[Any, bytes] = SizedLru(capacity, size=len)
-
-    def get(self, key: Any) -> bytes | None:
-        return self._lru.get(key)
-
-    def put(self, key: Any, value: bytes) -> None:
-        self._lru.put(key, value)
 
 
 __all__ = ["PlanService", "Scan", "pinned", "with_tasks"]

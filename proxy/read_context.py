@@ -22,7 +22,7 @@ from proxy.errors import BackingFailed, BadRequest, Forbidden
 from proxy.governance import Principal
 from proxy.inbound import InboundRequest
 from proxy.planning.request import ScanRequest
-from proxy.read_views import ReadViews, hidden_ids, nested_ids
+from proxy.read_views import ReadViews, hidden_ids, hidden_owners
 from proxy.reads.projection import partition_refusal
 from proxy.resources import Resource
 from proxy.restrictions import ReadView
@@ -111,24 +111,12 @@ def _has_field(schema: Schema, name: str, case_sensitive: bool) -> bool:
 def refuse_hidden_partitions(context: ReadContext) -> None:
     """403 when a partition spec of the table (any: old files keep theirs) is over a hidden
     column: every task of a plan would carry its values (as loadTable refuses such a table)."""
-    owners = _owners(context)
+    owners = hidden_owners(context.metadata, context.view.hidden(context.applies_masks))
     for spec in context.metadata.partition_specs:
         for partition_field in spec.fields:
             if partition_field.source_id in owners:
                 column = owners[partition_field.source_id]
                 raise Forbidden(partition_refusal(column, context.view))
-
-
-def _owners(context: ReadContext) -> dict[int, str]:
-    """Each hidden field id (nested ones too) with the top-level column it lies in."""
-    hidden = context.view.hidden(context.applies_masks)
-    owners: dict[int, str] = {}
-    for schema in context.metadata.schemas:
-        for top in schema.fields:
-            if top.name in hidden:
-                for field_id in (top.field_id, *nested_ids(top.field_type)):
-                    owners[field_id] = top.name
-    return owners
 
 
 def hidden_field_ids(context: ReadContext, *, for_statistics: bool = False) -> frozenset[int]:

@@ -118,16 +118,21 @@ def _mask_text(mask: Mask) -> str:
     return mask.action.value
 
 
-def hidden_ids(metadata: TableMetadata, hidden: frozenset[str]) -> frozenset[int]:
-    """Field ids (nested ones included) of the top-level columns named ``hidden``, in every
-    schema the table has had."""
-    ids: set[int] = set()
+def hidden_owners(metadata: TableMetadata, hidden: frozenset[str]) -> dict[int, str]:
+    """Each field id (nested ones included) of the top-level columns named ``hidden``, in every
+    schema the table has had, with the column it lies in."""
+    owners: dict[int, str] = {}
     for schema in metadata.schemas:
         for top in schema.fields:
             if top.name in hidden:
-                ids.add(top.field_id)
-                ids.update(nested_ids(top.field_type))
-    return frozenset(ids)
+                owners.update(dict.fromkeys((top.field_id, *nested_ids(top.field_type)),
+                                            top.name))
+    return owners
+
+
+def hidden_ids(metadata: TableMetadata, hidden: frozenset[str]) -> frozenset[int]:
+    """Field ids (nested ones included) of the top-level columns named ``hidden``."""
+    return frozenset(hidden_owners(metadata, hidden))
 
 
 def nested_ids(field_type: Any) -> set[int]:
