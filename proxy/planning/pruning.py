@@ -145,9 +145,8 @@ class Pruner:
         if spec is None:
             return lambda _: True
         try:
-            projected = inclusive_projection(self._schema, spec, self._case_sensitive)(
-                self._expression)
-            return manifest_evaluator(spec, self._schema, projected, self._case_sensitive)
+            return manifest_evaluator(spec, self._schema, self._projected(spec),
+                                      self._case_sensitive)
         except (ValueError, TypeError):  # a spec whose source columns this schema lacks
             return lambda _: True
 
@@ -156,12 +155,15 @@ class Pruner:
         if spec is None:
             return lambda _: True
         try:
-            projected = inclusive_projection(self._schema, spec, self._case_sensitive)(
-                self._expression)
             partition_schema = Schema(*spec.partition_type(self._schema).fields)
-            return expression_evaluator(partition_schema, projected, self._case_sensitive)
+            return expression_evaluator(partition_schema, self._projected(spec),
+                                        self._case_sensitive)
         except (ValueError, TypeError):  # a spec whose source columns this schema lacks
             return lambda _: True
+
+    def _projected(self, spec: PartitionSpec) -> BooleanExpression:
+        """The expression's inclusive projection on ``spec``'s partition values."""
+        return inclusive_projection(self._schema, spec, self._case_sensitive)(self._expression)
 
 
 class Residuals:
