@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import posixpath
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,12 +26,11 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.table.metadata import TableMetadata
 
 from proxy.catalog import create_catalog_app
 from proxy.catalog.app import CatalogApp
+from proxy.catalog.locations import Warehouse
 from proxy.errors import BadRequest
-from proxy.locations import LOCATION_PROPERTIES, NAMESPACE_LOCATION
 
 BUCKET = "icegov-tests"
 REGION = "us-east-1"
@@ -83,12 +82,12 @@ def s3_server() -> Iterator[S3Store]:
         server.stop()
 
 
-class ObjectStoreWarehouse:
+class ObjectStoreWarehouse(Warehouse):
     """The embedded catalog's location checks (``proxy.catalog.locations.Warehouse``) over an
     object-store warehouse: every location must lie under the warehouse URI's prefix."""
 
-    def __init__(self, catalog: SqlCatalog) -> None:
-        self.root = str(catalog.properties["warehouse"]).rstrip("/")
+    def __init__(self, catalog: SqlCatalog) -> None:  # no super(): the root is a URI
+        self.object_root = str(catalog.properties["warehouse"]).rstrip("/")
 
     def path(self, location: str) -> Path | None:
         """Never a local path (register, which needs one, is refused)."""
@@ -97,23 +96,11 @@ class ObjectStoreWarehouse:
     def check(self, location: str, what: str) -> None:
         scheme, sep, rest = location.partition("://")
         normal = f"{scheme}{sep}{posixpath.normpath(rest)}" if sep else ""
+        root = self.object_root
         inside = normal == location.rstrip("/") and (
-            normal == self.root or normal.startswith(self.root + "/"))
+            normal == root or normal.startswith(root + "/"))
         if not inside:
             raise BadRequest(f"{what} must be a location in this catalog's warehouse")
-
-    def check_table_properties(self, properties: Mapping[str, str]) -> None:
-        for key in LOCATION_PROPERTIES:
-            if key in properties:
-                self.check(properties[key], f"table property {key}")
-
-    def check_namespace_properties(self, properties: Mapping[str, str]) -> None:
-        if NAMESPACE_LOCATION in properties:
-            self.check(properties[NAMESPACE_LOCATION], "namespace location")
-
-    def check_metadata(self, metadata: TableMetadata) -> None:
-        self.check(metadata.location, "table location")
-        self.check_table_properties(metadata.properties)
 
 
 def confine_to_object_store(monkeypatch: pytest.MonkeyPatch) -> None:
