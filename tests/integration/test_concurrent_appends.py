@@ -14,27 +14,29 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import CommitFailedException
-from pyiceberg.schema import Schema
 from pyiceberg.table import Table
-from pyiceberg.types import LongType, NestedField
 
 from tests.conftest import RunningProxy
+from tests.support.appends import (
+    NO_CLIENT_RETRIES,
+    SCHEMA,
+    assert_one_line_of_history,
+    id_rows,
+    run_together,
+    table_ids,
+)
 from tests.support.faults import FaultProxy, fault_proxy
 from tests.support.http import audit_records, wait_for
 from tests.support.settings import ADMIN
 from tests.support.spark import add_rest_catalog
 
 NAMESPACE = "concurrent"
-SCHEMA = Schema(NestedField(1, "id", LongType(), required=False))
-NO_CLIENT_RETRIES = {"commit.retry.num-retries": "0", "format-version": "2"}
 PYICEBERG_THREADS = 16
 SPARK_JOBS = 8
 ROWS_PER_WRITER = 5
@@ -58,20 +60,10 @@ def writer_ids(writer: int) -> list[int]:
     return [writer * 1000 + k for k in range(ROWS_PER_WRITER)]
 
 
-def ids(values: list[int]) -> pa.Table:
-    return pa.table({"id": pa.array(values, pa.int64())})
 
 
-def run_together(count: int, job: Callable[[int], None]) -> list[BaseException]:
-    """Run ``job(0..count-1)`` on ``count`` threads; the failures, if any."""
-    with ThreadPoolExecutor(max_workers=count) as pool:
-        futures = [pool.submit(job, i) for i in range(count)]
-        outcomes = [f.exception() for f in futures]
-    return [failure for failure in outcomes if failure is not None]
 
 
-def table_ids(table: Table) -> list[int]:
-    return sorted(table.scan().to_arrow()["id"].to_pylist())
 
 
 def commit_audits(proxy: RunningProxy, table_name: str, count: int) -> list[dict[str, Any]]:
@@ -93,20 +85,6 @@ def rebased(evidence: list[dict[str, Any]]) -> int:
     return sum(1 for e in evidence if e.get("rebased") is True)
 
 
-def assert_one_line_of_history(table: Table, expected_snapshots: int) -> None:
-    """Unique snapshot ids, each one's parent the one before: no append lost or duplicated."""
-    snapshots = table.snapshots()
-    snapshot_ids = [s.snapshot_id for s in snapshots]
-    assert len(snapshot_ids) == len(set(snapshot_ids)) == expected_snapshots, snapshot_ids
-    by_id = {s.snapshot_id: s for s in snapshots}
-    chain = []
-    current = table.current_snapshot()
-    while current is not None:
-        chain.append(current.snapshot_id)
-        current = by_id.get(current.parent_snapshot_id)  # type: ignore[arg-type]
-    assert sorted(chain) == sorted(snapshot_ids), "the history is not one line"
-    sequence_numbers = [by_id[i].sequence_number for i in reversed(chain)]
-    assert sequence_numbers == sorted(set(sequence_numbers)), sequence_numbers
 
 
 def assert_referenced_files_exist(table: Table) -> None:
@@ -130,7 +108,7 @@ def test_sixteen_pyiceberg_appenders_on_one_base_all_succeed(
 
     def append(writer: int) -> None:
         start.wait()
-        views[writer].append(ids(writer_ids(writer)))
+        views[writer].append(id_rows(writer_ids(writer)))
 
     failures = run_together(PYICEBERG_THREADS, append)
     assert failures == []
@@ -146,7 +124,7 @@ def test_sixteen_pyiceberg_appenders_on_one_base_all_succeed(
 def test_a_delete_whose_base_moved_under_appends_still_gets_its_conflict(
         proxy: RunningProxy, proxy_url: str, admin: RestCatalog, table_name: str) -> None:
     """Appends are rebased; a delete is not: it fails with 409 and nothing of it lands."""
-    admin.load_table(table_name).append(ids([1, 2, 3]))
+    admin.load_table(table_name).append(id_rows([1, 2, 3]))
     deleter = RestCatalog("deleter", uri=proxy_url, credential=ADMIN).load_table(table_name)
     appenders = [RestCatalog(f"a{i}", uri=proxy_url, credential=ADMIN).load_table(table_name)
                  for i in range(4)]
@@ -154,7 +132,7 @@ def test_a_delete_whose_base_moved_under_appends_still_gets_its_conflict(
 
     def append(writer: int) -> None:
         start.wait()
-        appenders[writer].append(ids(writer_ids(writer + 1)))
+        appenders[writer].append(id_rows(writer_ids(writer + 1)))
 
     assert run_together(len(appenders), append) == []
     with pytest.raises(CommitFailedException):
@@ -186,7 +164,7 @@ def test_spark_insert_jobs_on_one_base_all_succeed_and_keep_their_files(
     new manifest (EXISTING entries): a rebase must not add those a second time.
     """
     table = admin.load_table(table_name)
-    table.append(ids([0]))
+    table.append(id_rows([0]))
     with table.transaction() as tx:
         tx.set_properties({"commit.manifest.min-count-to-merge": "2"})
     catalog = f"{backend}_gathered"

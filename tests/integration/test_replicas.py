@@ -21,16 +21,20 @@ from typing import Any
 
 import httpx
 import psycopg
-import pyarrow as pa
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.catalog.sql import IcebergNamespaceProperties, SqlCatalogBaseTable
-from pyiceberg.schema import Schema
-from pyiceberg.table import Table
-from pyiceberg.types import LongType, NestedField
 from sqlalchemy import create_engine, insert, text
 
 from proxy.catalog.store import open_catalog
+from tests.support.appends import (
+    NO_CLIENT_RETRIES,
+    SCHEMA,
+    assert_one_line_of_history,
+    id_rows,
+    run_together,
+    table_ids,
+)
 from tests.support.errors import assert_error_model
 from tests.support.faults import FaultProxy, fault_proxy
 from tests.support.http import as_principal, audit_records, token, wait_for
@@ -41,8 +45,6 @@ from tests.support.settings import ADMIN
 from tests.support.spark import add_rest_catalog
 
 NAMESPACE = "replicated"
-SCHEMA = Schema(NestedField(1, "id", LongType(), required=False))
-NO_CLIENT_RETRIES = {"commit.retry.num-retries": "0", "format-version": "2"}
 PYICEBERG_APPENDERS = 16
 SPARK_JOBS = 4
 ROWS_PER_WRITER = 3
@@ -101,35 +103,12 @@ def writer_ids(writer: int) -> list[int]:
     return [writer * 1000 + k for k in range(ROWS_PER_WRITER)]
 
 
-def rows(values: list[int]) -> pa.Table:
-    return pa.table({"id": pa.array(values, pa.int64())})
 
 
-def run_together(count: int, job: Callable[[int], None]) -> list[BaseException]:
-    """Run ``job(0..count-1)`` on ``count`` threads; the failures, if any."""
-    with ThreadPoolExecutor(max_workers=count) as pool:
-        futures = [pool.submit(job, i) for i in range(count)]
-        outcomes = [f.exception() for f in futures]
-    return [failure for failure in outcomes if failure is not None]
 
 
-def table_ids(table: Table) -> list[int]:
-    return sorted(table.scan().to_arrow()["id"].to_pylist())
 
 
-def assert_one_line_of_history(table: Table, expected_snapshots: int) -> None:
-    """Distinct snapshot ids, each the parent of the next: no append lost or duplicated."""
-    snapshots = table.snapshots()
-    ids = [s.snapshot_id for s in snapshots]
-    assert len(ids) == len(set(ids)) == expected_snapshots, ids
-    by_id = {s.snapshot_id: s for s in snapshots}
-    chain: list[int] = []
-    current = table.current_snapshot()
-    while current is not None:
-        chain.append(current.snapshot_id)
-        parent = current.parent_snapshot_id
-        current = by_id.get(parent) if parent is not None else None
-    assert sorted(chain) == sorted(ids), "the history is not one line"
 
 
 def audited_commits(replica: Replica, table_name: str) -> list[dict[str, Any]]:
@@ -253,7 +232,7 @@ def test_sixteen_appends_alternating_between_replicas_each_land_once(
 
     def append(writer: int) -> None:
         start.wait()
-        views[writer].append(rows(writer_ids(writer)))
+        views[writer].append(id_rows(writer_ids(writer)))
 
     assert run_together(PYICEBERG_APPENDERS, append) == []
     expected = sorted(i for w in range(PYICEBERG_APPENDERS) for i in writer_ids(w))
@@ -333,7 +312,7 @@ def test_spark_inserts_and_pyiceberg_appends_through_both_replicas_all_land_once
             values = ", ".join(f"({i})" for i in writer_ids(100 + job))
             spark.sql(f"INSERT INTO {spark_catalogs[job % 2]}.{table_name} VALUES {values}")
         else:
-            appenders[job - SPARK_JOBS].append(rows(writer_ids(200 + job)))
+            appenders[job - SPARK_JOBS].append(id_rows(writer_ids(200 + job)))
 
     assert run_together(2 * SPARK_JOBS, write) == []
     assert [(g.arrived, g.timed_out) for g in held] == [(SPARK_JOBS, False)] * 2
