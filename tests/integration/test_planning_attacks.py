@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -48,7 +47,7 @@ from pyiceberg.types import (
     UUIDType,
 )
 
-from tests.conftest import RunningProxy, proxy_for
+from tests.conftest import proxy_for
 from tests.support.errors import assert_error_model
 from tests.support.http import as_principal, wait_for
 from tests.support.plan_tables import (
@@ -58,6 +57,7 @@ from tests.support.plan_tables import (
     events_rows,
 )
 from tests.support.settings import ADMIN, POLICIES
+from tests.support.world import World, world_of
 
 ANALYST = "analyst:analyst-secret"
 EU_ANALYST = "eu-analyst:eu-analyst-secret"
@@ -93,21 +93,6 @@ def _policies(workdir: Path) -> dict[str, Path]:
     return {"model_path": policies / "model.conf", "policy_path": policies / "policy.csv"}
 
 
-@dataclass
-class World:
-    """The proxy, the admin's catalog and one raw HTTP client per principal."""
-
-    proxy: RunningProxy
-    admin: RestCatalog
-    clients: dict[str, httpx.Client]
-
-    def as_(self, credential: str) -> httpx.Client:
-        if credential not in self.clients:
-            self.clients[credential] = as_principal(self.proxy.url, credential)
-        return self.clients[credential]
-
-    def plan(self, credential: str, table: str, body: Any) -> httpx.Response:
-        return self.as_(credential).post(f"{TABLES}/{table}/plan", json=body)
 
 
 def _customer_rows(ids: list[int]) -> pa.Table:
@@ -141,16 +126,13 @@ def _orders(admin: RestCatalog) -> Table:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     workdir = tmp_path_factory.mktemp("attacks")
-    with proxy_for("embedded", workdir, policy=_policies(workdir)) as proxy:
-        admin = RestCatalog("admin", uri=proxy.url, credential=ADMIN)
+    with proxy_for("embedded", workdir, policy=_policies(workdir)) as proxy, \
+            world_of(proxy) as world:
         for namespace in ("demo", "scratch"):
-            admin.create_namespace_if_not_exists(namespace)
-        _customers(admin, "customers")
-        _orders(admin)
-        clients: dict[str, httpx.Client] = {}
-        yield World(proxy, admin, clients)
-        for client in clients.values():
-            client.close()
+            world.admin.create_namespace_if_not_exists(namespace)
+        _customers(world.admin, "customers")
+        _orders(world.admin)
+        yield world
 
 
 def _paths(answer: dict[str, Any]) -> list[str]:

@@ -17,17 +17,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from pyiceberg.catalog.rest import RestCatalog
 
-from tests.conftest import RunningProxy, proxy_for
+from tests.conftest import proxy_for
 from tests.support.errors import assert_error_model
-from tests.support.http import as_principal
 from tests.support.read_tables import (
     ANALYST_WRITER,
     CUSTOMERS,
@@ -43,6 +40,7 @@ from tests.support.read_tables import (
     table_state,
 )
 from tests.support.settings import ADMIN
+from tests.support.world import World, world_of
 
 TABLES = "/v1/namespaces/demo/tables"
 SSN_VALUES = ("111-11-1111", "222-22-2222", "333-33-3333", "444-44-4444")
@@ -59,27 +57,6 @@ p, analyst-writer, icegov.demo.filtered, SELECT, "filter:ssn = '111-11-1111'"
 """
 
 
-@dataclass
-class World:
-    """The proxy, the admin's catalog and one raw HTTP client per principal."""
-
-    proxy: RunningProxy
-    admin: RestCatalog
-    clients: dict[str, httpx.Client]
-
-    def as_(self, credential: str) -> httpx.Client:
-        if credential not in self.clients:
-            self.clients[credential] = as_principal(self.proxy.url, credential)
-        return self.clients[credential]
-
-    def commit(self, credential: str, table: str, *updates: dict[str, Any]) -> httpx.Response:
-        return self.as_(credential).post(f"{TABLES}/{table}", json={
-            "requirements": [], "updates": list(updates)})
-
-    def plan(self, credential: str, table: str, body: Any,
-             namespace: str = "demo") -> httpx.Response:
-        return self.as_(credential).post(f"/v1/namespaces/{namespace}/tables/{table}/plan",
-                                         json=body)
 
 
 @pytest.fixture(scope="module")
@@ -89,13 +66,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     with Path(settings["policy"]["policy_path"]).open("a") as rules:
         rules.write(EXTRA_RULES)
     settings["planning"] = {"mask_capable_clients": (MASK_CAPABLE_CLIENT,)}
-    with proxy_for("embedded", workdir, **settings) as proxy:
-        admin = RestCatalog("admin", uri=proxy.url, credential=ADMIN)
-        admin.create_namespace_if_not_exists("scratch")
-        clients: dict[str, httpx.Client] = {}
-        yield World(proxy, admin, clients)
-        for client in clients.values():
-            client.close()
+    with proxy_for("embedded", workdir, **settings) as proxy, world_of(proxy) as world:
+        world.admin.create_namespace_if_not_exists("scratch")
+        yield world
 
 
 def _paths(answer: httpx.Response) -> list[str]:
