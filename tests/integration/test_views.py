@@ -239,7 +239,10 @@ def test_analyst_reads_views_over_what_it_may_read_and_creates_none(
     assert rows(spark, f"SELECT * FROM {analyst}.demo.{readable}") == [(1,), (2,)]
     with pytest.raises(Exception) as refused:
         spark.sql(f"SELECT * FROM {analyst}.demo.{leaking}").collect()
-    assert "42" not in str(refused.value)
+    message = str(refused.value)
+    for name in (leaking, readable, secret_ns, table):  # random names may contain "42"
+        message = message.replace(name, "")
+    assert "42" not in message
     denied = [r for r in audit_records(proxy.audit_log)
               if r["principal"] == "analyst" and r["endpoint"] == "load_table"
               and r["path"].endswith(f"/{secret_ns}/tables/s")]
