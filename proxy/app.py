@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -73,8 +74,10 @@ def connect_backing(settings: Settings) -> Backing:
     return Backing(embedded, EMBEDDED_BASE_URL, [embedded.aclose, catalog.aclose])
 
 
-def create_app(settings: Settings, backing: Backing | None = None) -> Starlette:
-    """The icegov app for these settings (``backing`` overrides how the catalog is reached).
+def create_app(settings: Settings, backing: Backing | None = None,
+               worker: int | None = None) -> Starlette:
+    """The icegov app for these settings (``backing`` overrides how the catalog is reached;
+    ``worker``: this process's slot when it is one of several workers).
 
     Fails here, before serving, if an endpoint or a commit update action is ungoverned, if an
     endpoint icegov owns has no handler, or if identity or policy settings are unusable.
@@ -83,7 +86,7 @@ def create_app(settings: Settings, backing: Backing | None = None) -> Starlette:
     check_classification_complete()
     identity = build_identity(settings.identity, embedded_catalog=settings.embedded)
     authorizer = PolicyAuthorizer.from_settings(settings.policy)
-    metrics = Metrics()
+    metrics = Metrics(worker=worker)
     identity.token_endpoint.on_issued(metrics.observe_token)
     backing = backing or connect_backing(settings)
     timeout = httpx.Timeout(**settings.timeouts.model_dump())
@@ -136,6 +139,23 @@ def create_app(settings: Settings, backing: Backing | None = None) -> Starlette:
         middleware=[Middleware(RequestContextMiddleware)],
         lifespan=lifespan,
     )
+
+
+def create_worker_app() -> Starlette:
+    """uvicorn's app factory for each of ``icegov serve --workers N``: settings from the
+    environment the parent prepared, this worker's slot, its own audit file."""
+    from proxy.logs import configure_logging
+    from proxy.settings import load_settings
+    from proxy.workers import WorkerSetupError, claim_slot, for_worker, in_worker
+
+    where = in_worker()
+    if where is None:
+        raise WorkerSetupError("create_worker_app runs only under `icegov serve --workers N`")
+    settings = load_settings()
+    configure_logging(settings.log_level)
+    logging.getLogger("uvicorn.access").propagate = False  # as `icegov serve`: no access log
+    slot = claim_slot(*where)
+    return create_app(for_worker(settings, slot.index), worker=slot.index)
 
 
 def _handlers(forwarder: Forwarder, authorizer: PolicyAuthorizer, config: ConfigHandler,

@@ -64,10 +64,25 @@ KEEP_ALIVE_SECONDS = 75
 fails with a reset, which clients do not retry)."""
 
 
-def _run(app: Any, settings: Settings) -> None:
+def _run(app: Any, settings: Settings, **extra: Any) -> None:
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
                 log_config=None, access_log=False, proxy_headers=False, server_header=False,
-                timeout_keep_alive=KEEP_ALIVE_SECONDS)
+                timeout_keep_alive=KEEP_ALIVE_SECONDS, **extra)
+
+
+def _without_audit_file(settings: Settings) -> Settings:
+    audit = settings.audit.model_copy(update={"file": None, "stdout": False})
+    return settings.model_copy(update={"audit": audit})
+
+
+def _run_workers(settings: Settings, count: int, flags: dict[str, Any]) -> None:
+    """``count`` uvicorn worker processes on one port, sharing keys, metrics and nothing else
+    (``proxy.workers``)."""
+    from proxy.workers import flag_variables, prepare_workers, shared_keys
+
+    variables = {**flag_variables(flags), **shared_keys(settings)}
+    with prepare_workers(count, variables):
+        _run("proxy.app:create_worker_app", settings, factory=True, workers=count)
 
 
 def _announce_policy(settings: Settings) -> None:
@@ -102,17 +117,23 @@ def main() -> None:
               help="Embedded catalog warehouse directory (default ./warehouse).")
 @click.option("--catalog-db-uri", help="Embedded catalog SQLAlchemy URI (default SQLite).")
 @click.option("--max-body-bytes", type=int, help="Largest request body accepted.")
-def serve(**options: Any) -> None:
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Worker processes on the one port (they share keys and metrics; each "
+                   "writes its own audit file).")
+def serve(workers: int, **options: Any) -> None:
     """Serve the proxy in front of a backing catalog (the embedded one by default)."""
     from proxy.app import create_app
 
     settings = _settings(**options)
     _announce_policy(settings)
-    try:
-        app = create_app(settings)
+    try:  # with workers, only a check: each worker writes its own audit file
+        app = create_app(settings if workers == 1 else _without_audit_file(settings))
     except STARTUP_ERRORS as exc:
         raise StartupError(describe_startup_error(exc)) from None
-    _run(app, settings)
+    if workers == 1:
+        _run(app, settings)
+        return
+    _run_workers(settings, workers, options)
 
 
 @main.command()

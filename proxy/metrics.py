@@ -20,12 +20,16 @@ What is counted where:
 - Read at scrape time from the components themselves: plan and manifest cache lookups, the
   policy generation and reload failures, audit write failures, process CPU and memory.
 
-A process counts its own requests: with several uvicorn workers each worker has its own
-registry, and a scrape reaches one of them (run replicas as separate processes instead).
+With several uvicorn workers (``icegov serve --workers N``, ``proxy.workers``) prometheus-client
+runs in multiprocess mode: request, commit and token series are summed over every worker,
+whichever worker answers the scrape; what the components keep themselves (cache lookups, policy
+generation and reload failures, audit write failures) is reported by the answering worker
+only, labelled ``worker`` with its slot (0..N-1); process metrics are left out.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
@@ -39,6 +43,7 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
@@ -98,7 +103,9 @@ class Sources:
 class Metrics:
     """The app's metrics and its own registry; the ``observe_*`` methods are the hooks."""
 
-    def __init__(self, process: bool = True) -> None:
+    def __init__(self, process: bool = True, worker: int | None = None) -> None:
+        """``worker``: this process's slot when it is one of several workers (the counters
+        are then kept in ``PROMETHEUS_MULTIPROC_DIR``, shared by every worker)."""
         self.registry = CollectorRegistry()
         r = self.registry
         self._requests = Counter("icegov_requests", "Governed requests answered.",
@@ -120,9 +127,15 @@ class Metrics:
         self._tokens = Counter("icegov_tokens_issued", "Access tokens issued.", ("grant",),
                                registry=r)
         self._sources = Sources()
-        r.register(_ComponentCollector(self._sources))
-        if process:
-            ProcessCollector(registry=r)
+        components = _ComponentCollector(self._sources, worker)
+        if worker is None:
+            r.register(components)
+            if process:
+                ProcessCollector(registry=r)
+        else:  # scrapes read every worker's files, and this worker's own components
+            self.registry = CollectorRegistry()
+            MultiProcessCollector(self.registry, os.environ[MULTIPROCESS_DIR])  # type: ignore[no-untyped-call]
+            self.registry.register(components)
         # label children resolved once per label values, not per request
         self._request_children: dict[tuple[str, int | None, str], Callable[[], None]] = {}
         self._duration_children: dict[str, Callable[[float], None]] = {}
@@ -185,6 +198,7 @@ class Metrics:
         return Response(self.exposition(), media_type=CONTENT_TYPE_LATEST)
 
 
+MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
 COMMIT_OUTCOMES = frozenset({"landed", "conflict", "refused", "reconciled", "unknown"})
 _CLASSES = frozenset({"INSERT", "DELETE", "UPDATE", "REWRITE"})
 
@@ -199,8 +213,10 @@ def _classification(value: str | None) -> str:
 class _ComponentCollector(Collector):
     """Counters the components keep themselves, read at scrape time."""
 
-    def __init__(self, sources: Sources) -> None:
+    def __init__(self, sources: Sources, worker: int | None = None) -> None:
         self._sources = sources
+        self._labels: tuple[str, ...] = () if worker is None else ("worker",)
+        self._values: list[str] = [] if worker is None else [str(worker)]
         self._reload_failures = 0
         self._last_failure_at: float | None = None
 
@@ -208,46 +224,55 @@ class _ComponentCollector(Collector):
         return [*self._lookups(), *self._policy_families()]
 
     def collect(self) -> Iterable[Metric]:
-        s = self._sources
+        s, own = self._sources, self._values
         plans, manifests = self._lookups()
         if s.plan_cache is not None:
-            _add_hits(plans, s.plan_cache())
+            self._add_hits(plans, s.plan_cache())
         if s.manifest_cache is not None:
-            _add_hits(manifests, s.manifest_cache())
+            self._add_hits(manifests, s.manifest_cache())
         generation, failing, failures = self._policy_families()
         if s.policy is not None:
-            generation.add_metric([], s.policy.generation)
-            failing.add_metric([], 1 if s.policy.status.last_error_at is not None else 0)
-            failures.add_metric([], self._count_reload_failures(s.policy))
+            generation.add_metric(own, s.policy.generation)
+            failing.add_metric(own, 1 if s.policy.status.last_error_at is not None else 0)
+            failures.add_metric(own, self._count_reload_failures(s.policy))
         audit_failures = getattr(s.audit, "failures", 0)
         audit = CounterMetricFamily("icegov_audit_write_failures",
                                     "Audit records that could not be written.",
-                                    value=audit_failures if isinstance(audit_failures, int) else 0)
+                                    labels=self._labels)
+        audit.add_metric(own, audit_failures if isinstance(audit_failures, int) else 0)
         return [plans, manifests, generation, failing, failures, audit]
 
-    @staticmethod
-    def _lookups() -> tuple[CounterMetricFamily, CounterMetricFamily]:
+    def _lookups(self) -> tuple[CounterMetricFamily, CounterMetricFamily]:
         plans = CounterMetricFamily(
             "icegov_plan_cache_lookups",
             "Plan cache lookups: exact hit, miss (planned from manifests), reuse of a wider plan.",
-            labels=("result",))
+            labels=(*self._labels, "result"))
         manifests = CounterMetricFamily(
             "icegov_manifest_cache_lookups", "Manifest cache lookups by result.",
-            labels=("result",))
+            labels=(*self._labels, "result"))
         return plans, manifests
 
-    @staticmethod
-    def _policy_families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, CounterMetricFamily]:
+    def _policy_families(self) -> tuple[GaugeMetricFamily, GaugeMetricFamily,
+                                        CounterMetricFamily]:
         return (
             GaugeMetricFamily("icegov_policy_generation",
                               "Policy generation in force (1 at start, +1 per reload).",
-                              labels=()),
+                              labels=self._labels),
             GaugeMetricFamily("icegov_policy_reload_failing",
-                              "1 while the policy files on disk cannot be loaded.", labels=()),
+                              "1 while the policy files on disk cannot be loaded.",
+                              labels=self._labels),
             CounterMetricFamily("icegov_policy_reload_failures",
                                 "Policy reloads that failed (the last good policy stayed).",
-                                labels=()),
+                                labels=self._labels),
         )
+
+    def _add_hits(self, family: CounterMetricFamily, stats: Hits) -> None:
+        own = self._values
+        family.add_metric([*own, "hit"], stats.hits)
+        family.add_metric([*own, "miss"], stats.misses)
+        reuses = getattr(stats, "reuses", None)
+        if isinstance(reuses, int):
+            family.add_metric([*own, "reuse"], reuses)
 
     def _count_reload_failures(self, policy: PolicyState) -> int:
         """The authorizer's own count if it keeps one, else each new failure seen at a scrape
@@ -260,14 +285,6 @@ class _ComponentCollector(Collector):
             self._reload_failures += 1
         self._last_failure_at = failed_at
         return self._reload_failures
-
-
-def _add_hits(family: CounterMetricFamily, stats: Hits) -> None:
-    family.add_metric(["hit"], stats.hits)
-    family.add_metric(["miss"], stats.misses)
-    reuses = getattr(stats, "reuses", None)
-    if isinstance(reuses, int):
-        family.add_metric(["reuse"], reuses)
 
 
 __all__ = ["LATENCY_BUCKETS", "Metrics", "Observed"]
