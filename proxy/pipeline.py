@@ -1,7 +1,8 @@
 """The governed pipeline: route → gate → handler (with the admission) → one audit record.
 
-Every request to an Iceberg REST route gets exactly one audit record, written after its outcome
-is known, whatever happened: refused by the route table, denied, hidden, failed in a handler or
+Every request to an Iceberg REST route gets one audit record, written after its outcome is
+known (with fail-closed audit, an allowed mutating request gets one more, written before it is
+sent on), whatever happened: refused by the route table, denied, hidden, failed in a handler or
 inside icegov (a 500 that carries ``X-Request-ID`` like every other answer).
 
 A request with an ``Idempotency-Key`` runs: the coarse gate (authentication, hiding, the coarse
@@ -20,13 +21,14 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from proxy.admission import Admission
-from proxy.audit import AuditLog, AuditRecord
+from proxy.audit import AuditLog, AuditRecord, AuditUnavailable
 from proxy.backing.forward import relayed
 from proxy.backing.tables import BackingRefused
 from proxy.context import request_id
 from proxy.dispatch import internal_error
 from proxy.enforce import Coarse, Gate
 from proxy.errors import IcebergError, error_response
+from proxy.evidence import discard_built
 from proxy.idempotency import Claim, Idempotency, Replay
 from proxy.inbound import InboundRequest, read_routed
 from proxy.metrics import Metrics
@@ -101,6 +103,11 @@ class GovernedDispatcher:
     async def _decided(self, coarse: Coarse, record: AuditRecord) -> Response:
         """The evidence and final decision, then the handler."""
         admission = await self._gate.complete(coarse, record)
+        try:
+            self._audit.write_ahead(record)  # fail closed: a change is on record before it is sent
+        except AuditUnavailable:
+            discard_built(admission.changes)  # files icegov wrote for a change never sent
+            raise
         handler = self._handlers.get(coarse.inbound.route.endpoint.name, self._forward)
         return await handler(coarse.inbound, admission)
 

@@ -105,6 +105,18 @@ class AuditLog:
             record.decision = "refused"
             raise AuditUnavailable()
 
+    def write_ahead(self, record: AuditRecord) -> None:
+        """Fail closed: record an allowed mutating request before it is sent on (its
+        ``status`` still null), and refuse it (``AuditUnavailable``) when that record cannot
+        be written. A sink that dies after this leaves the change recorded as sent, outcome
+        unknown, never unrecorded."""
+        if not (self.fail_closed and is_mutating(record.method, record.endpoint)):
+            return
+        self.write(record)
+        if not self._healthy:
+            record.decision = "refused"
+            raise AuditUnavailable()
+
     def write(self, record: AuditRecord) -> None:
         """Seal one record and append it to every sink (one flushed line each)."""
         event = {"event": "audit", **record.to_event()}

@@ -145,10 +145,12 @@ class AuditDisk:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.full = False
+        self.fail_next = 0  # this many writes fail, then the disk is fine again
         real = audit_files._write_all
 
         def write_all(handle: Any, data: bytes) -> None:
-            if self.full:
+            if self.full or self.fail_next:
+                self.fail_next = max(0, self.fail_next - 1)
                 raise OSError(28, "No space left on device")
             real(handle, data)
 
@@ -176,7 +178,44 @@ def test_fail_closed_refuses_changes_while_the_audit_cannot_be_written(
         assert client.post("/v1/namespaces", json={"namespace": ["x"]}).status_code == 200
     assert [r.method for r in upstream.seen[seen:]] == ["GET", "POST"]
     records = [json.loads(line) for line in log.read_text().splitlines()]
-    assert [r["seq"] for r in records] == [1, 5, 6]  # the lost records show as a gap
+    assert [r["seq"] for r in records] == [1, 5, 6, 7]  # the lost records show as a gap
+    ahead, final = records[2:]  # the change is on record before it is sent, then its outcome
+    assert ahead["request_id"] == final["request_id"] and ahead["method"] == "POST"
+    assert (ahead["decision"], ahead["status"]) == ("allow", None)
+    assert (final["decision"], final["status"]) == ("allow", 200)
+
+
+def test_fail_closed_refuses_a_change_whose_advance_record_cannot_be_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    disk = AuditDisk(monkeypatch)
+    upstream = Upstream()
+    log = tmp_path / "audit.log"
+    with app_client(tmp_path, upstream, AuditSettings(stdout=False, file=log,
+                                                      fail_closed=True)) as client:
+        assert client.get("/v1/namespaces/db").status_code == 200  # healthy so far
+        disk.fail_next = 1  # the record written before the change is sent is lost
+        assert_error_model(client.post("/v1/namespaces", json={"namespace": ["x"]}), 503,
+                           "ServiceUnavailableException")
+    assert [r.method for r in upstream.seen] == ["GET"], "the change never reached the backing"
+    refused = json.loads(log.read_text().splitlines()[-1])
+    assert (refused["method"], refused["decision"], refused["status"]) == ("POST", "refused", 503)
+
+
+def test_fail_closed_a_change_landed_before_the_audit_died_stays_on_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    disk = AuditDisk(monkeypatch)
+
+    def land_then_lose_the_disk(request: httpx.Request) -> httpx.Response:
+        disk.full = True  # the sink dies while the backing makes the change
+        return httpx.Response(200, json={"namespace": ["x"], "properties": {}})
+
+    log = tmp_path / "audit.log"
+    with app_client(tmp_path, Upstream(land_then_lose_the_disk),
+                    AuditSettings(stdout=False, file=log, fail_closed=True)) as client:
+        assert client.post("/v1/namespaces", json={"namespace": ["x"]}).status_code == 200
+    (ahead,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert (ahead["method"], ahead["path"]) == ("POST", "/v1/namespaces")
+    assert (ahead["decision"], ahead["status"]) == ("allow", None)  # sent, outcome not recorded
 
 
 def test_without_fail_closed_changes_go_through_unaudited(
