@@ -251,7 +251,7 @@ INTENTS: dict[str, IntentFn] = {
     "commit_transaction": _transaction,
     "list_views": _list_tables,
     "create_view": _named_in_body(Action.CREATE_TABLE),
-    "register_view": _named_in_body(Action.CREATE_TABLE),
+    "register_view": _named_in_body(Action.REGISTER_TABLE),  # adopts a metadata file
     "load_view": _on_table(Action.SELECT, "view"),
     "view_exists": _on_table(Action.DESCRIBE, "view"),
     "replace_view": _on_table(Action.ALTER, "view"),
