@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import unquote, urlparse
 
 from pydantic import (
     BaseModel,
@@ -29,6 +30,10 @@ from proxy.identity.settings import IdentitySettings
 from proxy.planning.settings import PlanningSettings
 from proxy.policy.settings import PolicySettings
 from proxy.resources import is_plain_name
+
+NO_DATABASE_FOR_OBJECT_STORE = (
+    "ICEGOV__CATALOG_DB_URI must be set when ICEGOV__WAREHOUSE is an object-store URI (the "
+    "embedded catalog's database cannot live in the object store)")
 
 
 class Timeouts(BaseModel):
@@ -70,7 +75,11 @@ class Settings(BaseSettings):
         default=None, description="Token endpoint; defaults to {catalog_uri}/v1/oauth/tokens."
     )
     catalog_oauth_scope: str = "catalog"
-    warehouse: Path = Path("warehouse")
+    warehouse: Path | str = Field(
+        default=Path("warehouse"),
+        description="The embedded catalog's warehouse: a local directory, or an object-store "
+                    "URI (s3://bucket/prefix; FileIO properties from file_io, and "
+                    "catalog_db_uri required).")
     catalog_db_uri: str | None = Field(
         default=None, description="SQLAlchemy URI of the embedded catalog's database."
     )
@@ -117,6 +126,26 @@ class Settings(BaseSettings):
             raise ValueError("py-io-impl may not be set (icegov chooses its FileIO)")
         return file_io
 
+    @field_validator("warehouse", mode="before")
+    @classmethod
+    def _warehouse_kind(cls, value: object) -> object:
+        """An object-store URI stays a (canonical) string; anything else is a local path."""
+        if not isinstance(value, str):
+            return value
+        if value.startswith("file:"):
+            return Path(unquote(urlparse(value).path))
+        if "://" not in value:
+            return Path(value)
+        from proxy.catalog.locations import ObjectStoreRoot  # only when one is configured
+
+        return ObjectStoreRoot.of(value).uri
+
+    @model_validator(mode="after")
+    def _object_store_warehouse_has_a_database(self) -> Settings:
+        if self.embedded and self.object_store_warehouse and not self.catalog_db_uri:
+            raise ValueError(NO_DATABASE_FOR_OBJECT_STORE)
+        return self
+
     @model_validator(mode="after")
     def _one_backing_credential(self) -> Settings:
         if self.catalog_token is not None and self.catalog_credential is not None:
@@ -131,10 +160,19 @@ class Settings(BaseSettings):
         """True when icegov serves its own catalog instead of forwarding to a remote one."""
         return self.catalog_uri is None
 
+    @property
+    def object_store_warehouse(self) -> str | None:
+        """The warehouse's object-store URI (``s3://bucket/prefix``), or None when the warehouse
+        is a local directory."""
+        return self.warehouse if isinstance(self.warehouse, str) else None
+
     def embedded_db_uri(self) -> str:
-        """The embedded catalog's SQLAlchemy URI (SQLite in the warehouse by default)."""
+        """The embedded catalog's SQLAlchemy URI: ``catalog_db_uri``, else SQLite in a local
+        warehouse (an object-store warehouse has no default: SettingsError)."""
         if self.catalog_db_uri:
             return self.catalog_db_uri
+        if isinstance(self.warehouse, str):
+            raise SettingsError(NO_DATABASE_FOR_OBJECT_STORE)
         return f"sqlite:///{self.warehouse.resolve() / 'catalog.db'}"
 
 

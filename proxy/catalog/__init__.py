@@ -35,7 +35,9 @@ class EmbeddedCatalog:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EmbeddedCatalog:
-        catalog = open_catalog(settings.embedded_db_uri(), settings.warehouse)
+        """The catalog on the configured warehouse (a local directory, or an object store read
+        and written with ``settings.file_io``) and database."""
+        catalog = open_catalog(settings.embedded_db_uri(), settings.warehouse, settings.file_io)
         return cls(catalog, create_catalog_app(catalog, settings.max_body_bytes))
 
     async def aclose(self) -> None:

@@ -10,6 +10,7 @@ only once its metadata file has been read and parsed (a failed register register
 from __future__ import annotations
 
 import gzip
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,13 +24,19 @@ from pyiceberg.exceptions import (
 )
 from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import CommitTableResponse, Table
-from pyiceberg.table.update import AssertCreate, TableRequirement, TableUpdate
+from pyiceberg.table.update import (
+    AssertCreate,
+    SetLocationUpdate,
+    SetPropertiesUpdate,
+    TableRequirement,
+    TableUpdate,
+)
 from pyiceberg.typedef import Identifier
 from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from proxy.catalog.locations import Warehouse
+from proxy.catalog.locations import ObjectStoreRoot, Warehouse
 from proxy.errors import BadRequest
 
 CATALOG_NAME = "icegov"
@@ -49,17 +56,32 @@ class TableChange:
         return any(isinstance(r, AssertCreate) for r in self.requirements)
 
 
-def open_catalog(db_uri: str, warehouse: Path) -> SqlCatalog:
+def open_catalog(db_uri: str, warehouse: Path | str,
+                 file_io: Mapping[str, str] | None = None) -> SqlCatalog:
     """The SqlCatalog behind the embedded REST catalog, creating its tables if needed.
 
-    Replicas starting together on a fresh database race to create the tables (SqlCatalog
-    checks, then creates): the loser's error means the tables now exist, so it opens again."""
-    warehouse.mkdir(parents=True, exist_ok=True)
-    location = warehouse.resolve().as_uri()
+    ``warehouse`` is a local directory (created if missing) or an object-store URI
+    (``s3://bucket/prefix``, ValueError if it is not a plain one); ``file_io`` are the FileIO
+    properties the catalog reads and writes an object-store warehouse with (``py-io-impl``
+    refused: icegov chooses the code it runs). Replicas starting together on a fresh database
+    race to create the tables (SqlCatalog checks, then creates): the loser's error means the
+    tables now exist, so it opens again."""
+    properties = _catalog_properties(db_uri, warehouse, file_io or {})
     try:
-        return SqlCatalog(CATALOG_NAME, uri=db_uri, warehouse=location)
+        return SqlCatalog(CATALOG_NAME, **properties)
     except SQLAlchemyError:
-        return SqlCatalog(CATALOG_NAME, uri=db_uri, warehouse=location)
+        return SqlCatalog(CATALOG_NAME, **properties)
+
+
+def _catalog_properties(db_uri: str, warehouse: Path | str,
+                        file_io: Mapping[str, str]) -> dict[str, str]:
+    if isinstance(warehouse, Path):
+        warehouse.mkdir(parents=True, exist_ok=True)
+        return {"uri": db_uri, "warehouse": warehouse.resolve().as_uri()}
+    if any(key.startswith("py-io-impl") for key in file_io):
+        raise ValueError("py-io-impl may not be set (icegov chooses its FileIO)")
+    location = ObjectStoreRoot.of(warehouse).uri
+    return {**file_io, "uri": db_uri, "warehouse": location}
 
 
 def metadata_location(catalog: SqlCatalog, identifier: Identifier) -> str:
@@ -116,15 +138,18 @@ def register_table(catalog: SqlCatalog, identifier: Identifier, location: str,
 def _check_registrable(catalog: SqlCatalog, location: str) -> None:
     unreadable = BadRequest("metadata-location is not a table metadata file in this catalog's "
                             "warehouse")
-    path = Warehouse(catalog).path(location)
-    if path is None or not path.is_file():
+    warehouse = Warehouse(catalog)
+    if not warehouse.may_read(location):
         raise unreadable
     try:
         io = catalog._load_file_io(location=location)
         metadata = FromInputFile.table_metadata(io.new_input(location))
-    except Exception as exc:  # unreadable or not metadata: the same answer either way
+    except Exception as exc:  # missing, unreadable or not metadata: the same answer either way
         raise unreadable from exc
-    Warehouse(catalog).check_metadata(metadata)
+    try:
+        warehouse.check_metadata(metadata)
+    except BadRequest as exc:  # a file that names a place outside: the same answer again
+        raise unreadable from exc
 
 
 def _repoint(catalog: SqlCatalog, session: Session, namespace: str, name: str,
@@ -182,17 +207,29 @@ def _stage(catalog: SqlCatalog, change: TableChange) -> _Staged:
         if not change.creates:
             raise
         current = None
+    warehouse = Warehouse(catalog)
+    _check_updates(warehouse, change.updates)
     try:
         staged = catalog._update_and_stage_table(current, change.identifier, change.requirements,
                                                  change.updates)
     except StopIteration as exc:  # pyiceberg looking up a schema, spec or order that is not there
         raise BadRequest(f"the commit for {'.'.join(change.identifier)} leaves the table without "
                          "a current schema, partition spec or sort order") from exc
-    Warehouse(catalog).check_metadata(staged.metadata)
+    warehouse.check_metadata(staged.metadata)
     if current is not None and staged.metadata == current.metadata:
         return _Staged(change, current.metadata_location, current, changed=False)
     location = current.metadata_location if current is not None else None
     return _Staged(change, location, staged, changed=True)
+
+
+def _check_updates(warehouse: Warehouse, updates: tuple[TableUpdate, ...]) -> None:
+    """400 for a location or property update the warehouse refuses, before pyiceberg stages
+    the change (staging already loads the FileIO and location provider the properties name)."""
+    for table_update in updates:
+        if isinstance(table_update, SetPropertiesUpdate):
+            warehouse.check_table_properties(table_update.updates)
+        elif isinstance(table_update, SetLocationUpdate):
+            warehouse.check(table_update.location, "table location")
 
 
 def _swap_row(catalog: SqlCatalog, session: Session, staged: _Staged) -> None:

@@ -1,36 +1,24 @@
-"""An S3-compatible object store for the tests, and a backing REST catalog whose warehouse is on it.
+"""An S3-compatible object store for the tests, and the settings that put icegov's embedded
+catalog on it.
 
 The store is moto's S3 server (``moto[server]``, ``ThreadedMotoServer``) on a loopback port with
 one bucket; ``S3Store.properties`` are the FileIO properties that reach it (pyiceberg's PyArrow
-FileIO speaks S3 to it).
-
-The backing catalog is the embedded catalog's REST handlers over a pyiceberg ``SqlCatalog`` whose
-warehouse is ``s3://<bucket>/wh``. The embedded catalog confines every location to a *local*
-warehouse directory (``proxy.catalog.locations.Warehouse``) and refuses ``s3://``; for this
-backing, ``confine_to_object_store`` swaps that confinement for one with the same checks over the
-bucket's warehouse prefix. Only the backing catalog is changed: icegov in front of it is the
-unchanged governed proxy, forwarding to it in-process.
+FileIO speaks S3 to it). ``embedded_on_s3`` gives the settings (``warehouse``, ``file_io``,
+``catalog_db_uri``) that make icegov's unchanged embedded catalog keep its warehouse at
+``s3://<bucket>/wh``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import posixpath
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import boto3
-import pytest
 from moto.server import ThreadedMotoServer
-from pyiceberg.catalog.sql import SqlCatalog
-
-from proxy.catalog import create_catalog_app
-from proxy.catalog.app import CatalogApp
-from proxy.catalog.locations import Warehouse
-from proxy.errors import BadRequest
 
 BUCKET = "icegov-tests"
 REGION = "us-east-1"
@@ -52,15 +40,28 @@ class S3Store:
                 "s3.access-key-id": ACCESS_KEY, "s3.secret-access-key": SECRET_KEY}
 
     @property
-    def warehouse(self) -> str:
-        return f"s3://{self.bucket}/wh"
+    def bucket_uri(self) -> str:
+        return f"s3://{self.bucket}"
 
-    def keys(self, prefix: str = "") -> list[str]:
-        """Every object key in the bucket under ``prefix``."""
+    @property
+    def warehouse(self) -> str:
+        """The tests' warehouse prefix in the bucket."""
+        return f"{self.bucket_uri}/wh"
+
+    def keys(self, prefix: str = "", bucket: str | None = None) -> list[str]:
+        """Every object key under ``prefix`` in the bucket (or in another ``bucket``)."""
         client = self._client()
-        pages = client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket,
+        pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket or self.bucket,
                                                                   Prefix=prefix)
         return [item["Key"] for page in pages for item in page.get("Contents", [])]
+
+    def put(self, key: str, body: bytes) -> str:
+        """Write an object under ``key`` in the bucket; its ``s3://`` location."""
+        self._client().put_object(Bucket=self.bucket, Key=key, Body=body)
+        return f"s3://{self.bucket}/{key}"
+
+    def create_bucket(self, name: str) -> None:
+        self._client().create_bucket(Bucket=name)
 
     def _client(self) -> Any:
         return boto3.client("s3", endpoint_url=self.endpoint, region_name=REGION,
@@ -82,39 +83,9 @@ def s3_server() -> Iterator[S3Store]:
         server.stop()
 
 
-class ObjectStoreWarehouse(Warehouse):
-    """The embedded catalog's location checks (``proxy.catalog.locations.Warehouse``) over an
-    object-store warehouse: every location must lie under the warehouse URI's prefix."""
-
-    def __init__(self, catalog: SqlCatalog) -> None:  # no super(): the root is a URI
-        self.object_root = str(catalog.properties["warehouse"]).rstrip("/")
-
-    def path(self, location: str) -> Path | None:
-        """Never a local path (register, which needs one, is refused)."""
-        return None
-
-    def check(self, location: str, what: str) -> None:
-        scheme, sep, rest = location.partition("://")
-        normal = f"{scheme}{sep}{posixpath.normpath(rest)}" if sep else ""
-        root = self.object_root
-        inside = normal == location.rstrip("/") and (
-            normal == root or normal.startswith(root + "/"))
-        if not inside:
-            raise BadRequest(f"{what} must be a location in this catalog's warehouse")
-
-
-def confine_to_object_store(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The embedded catalog's handlers check locations with ``ObjectStoreWarehouse``."""
-    for module in ("proxy.catalog.tables", "proxy.catalog.namespaces", "proxy.catalog.store"):
-        monkeypatch.setattr(f"{module}.Warehouse", ObjectStoreWarehouse)
-
-
-def s3_catalog(store: S3Store, db_path: Path) -> SqlCatalog:
-    """A SqlCatalog (SQLite at ``db_path``) whose warehouse is on ``store``."""
-    return SqlCatalog("s3-backing", uri=f"sqlite:///{db_path}", warehouse=store.warehouse,
-                      **store.properties)
-
-
-def s3_catalog_app(catalog: SqlCatalog, max_body_bytes: int = 16 * 1024 * 1024) -> CatalogApp:
-    """The embedded catalog's REST app over ``catalog`` (call ``confine_to_object_store``)."""
-    return create_catalog_app(catalog, max_body_bytes)
+def embedded_on_s3(store: S3Store, workdir: Path) -> dict[str, Any]:
+    """Settings overrides for icegov's own embedded catalog with its warehouse on ``store``:
+    the warehouse URI, the FileIO properties that reach the store, and a SQLite database in
+    ``workdir`` (an object-store warehouse has no default database)."""
+    return {"warehouse": store.warehouse, "file_io": store.properties,
+            "catalog_db_uri": f"sqlite:///{workdir / 'catalog.db'}"}
