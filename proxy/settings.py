@@ -7,6 +7,7 @@ naming the variable to fix.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote, urlparse
@@ -30,6 +31,10 @@ from proxy.identity.settings import IdentitySettings
 from proxy.planning.settings import PlanningSettings
 from proxy.policy.settings import PolicySettings
 from proxy.resources import is_plain_name
+
+_MANGLED_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/")
+"""``Path("s3://b/wh")`` is ``s3:/b/wh``: a URI that went through a path type, never a directory
+anyone means."""
 
 NO_DATABASE_FOR_OBJECT_STORE = (
     "ICEGOV__CATALOG_DB_URI must be set when ICEGOV__WAREHOUSE is an object-store URI (the "
@@ -130,6 +135,8 @@ class Settings(BaseSettings):
     @classmethod
     def _warehouse_kind(cls, value: object) -> object:
         """An object-store URI stays a (canonical) string; anything else is a local path."""
+        if isinstance(value, Path) and _MANGLED_URI.match(str(value)):
+            raise ValueError("a URI given as a path lost its '//': pass it as a string")
         if not isinstance(value, str):
             return value
         if value.startswith("file:"):

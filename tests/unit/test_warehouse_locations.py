@@ -8,6 +8,7 @@ test_object_storage.py runs the catalog against an S3 server).
 
 from __future__ import annotations
 
+import os
 import posixpath
 from collections.abc import Iterator
 from pathlib import Path
@@ -144,8 +145,6 @@ def test_ordinary_table_properties_pass_and_paths_are_confined() -> None:
 
 @pytest.fixture()
 def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[pytest.MonkeyPatch]:
-    import os
-
     for name in list(os.environ):
         if name.startswith("ICEGOV__"):
             monkeypatch.delenv(name)
@@ -180,6 +179,14 @@ def test_an_unsupported_warehouse_uri_is_a_settings_error(
     with pytest.raises(SettingsError) as refused:
         load_settings(catalog_db_uri="sqlite:///c.db")
     assert str(refused.value).startswith("ICEGOV__WAREHOUSE: ")
+
+
+def test_a_uri_mangled_by_a_path_type_is_refused_not_made_a_directory(
+        clean_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    with pytest.raises(SettingsError) as refused:
+        load_settings(warehouse=Path("s3://bucket/wh"), catalog_db_uri="sqlite:///c.db")
+    assert str(refused.value).startswith("ICEGOV__WAREHOUSE: a URI given as a path")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_local_warehouse_is_a_path_as_before(clean_env: pytest.MonkeyPatch,
