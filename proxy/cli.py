@@ -113,8 +113,9 @@ def main() -> None:
 @click.option("--catalog-token", help="Static bearer token for the backing catalog.")
 @click.option("--catalog-credential", help="OAuth2 'client_id:secret' for the backing catalog.")
 @click.option("--catalog-oauth-uri", help="Backing token endpoint (default {uri}/v1/oauth/tokens).")
-@click.option("--warehouse", type=click.Path(path_type=Path),
-              help="Embedded catalog warehouse directory (default ./warehouse).")
+@click.option("--warehouse",
+              help="Embedded catalog warehouse: a directory (default ./warehouse) or an "
+                   "s3://bucket/prefix URI (then --catalog-db-uri is required).")
 @click.option("--catalog-db-uri", help="Embedded catalog SQLAlchemy URI (default SQLite).")
 @click.option("--max-body-bytes", type=int, help="Largest request body accepted.")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
@@ -139,9 +140,10 @@ def serve(workers: int, **options: Any) -> None:
 @main.command()
 @click.option("--host", help="Interface to bind (default 127.0.0.1).")
 @click.option("--port", type=int, help="Port to listen on (default 8181).")
-@click.option("--warehouse", type=click.Path(path_type=Path),
-              help="Warehouse directory (default ./warehouse).")
-@click.option("--catalog-db-uri", help="SQLAlchemy URI (default SQLite in the warehouse).")
+@click.option("--warehouse",
+              help="Warehouse: a directory (default ./warehouse) or an s3://bucket/prefix URI.")
+@click.option("--catalog-db-uri",
+              help="SQLAlchemy URI (default SQLite in a local warehouse).")
 def catalog(**options: Any) -> None:
     """Serve the embedded Iceberg REST catalog alone, with no proxy in front."""
     from proxy.catalog import EmbeddedCatalog
