@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from proxy.audit.anchors import parse_anchor
+from proxy.audit.chain import Link
 from proxy.audit.verify import Broken, NeedsKey, verify
 
 
@@ -13,6 +15,24 @@ class Unreadable(click.ClickException):
     """The files cannot be checked at all (exit status 2, unlike a broken chain's 1)."""
 
     exit_code = 2
+
+
+class AnchorType(click.ParamType[Link, object]):
+    """A ``SEQ:HASH`` pair: a record's seq and the hash it must carry."""
+
+    name = "SEQ:HASH"
+
+    def convert(self, value: object, param: click.Parameter | None,
+                ctx: click.Context | None) -> Link:
+        if isinstance(value, Link):
+            return value
+        try:
+            return parse_anchor(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+ANCHOR = AnchorType()
 
 
 @click.group()
@@ -25,15 +45,27 @@ def audit() -> None:
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--key", envvar="ICEGOV__AUDIT__HMAC_KEY", show_envvar=True,
               help="HMAC key the records were sealed with (prefer the environment variable).")
-def verify_command(files: tuple[Path, ...], key: str | None) -> None:
-    """Check FILES, in order, as one chain: every hash, seq and link.
+@click.option("--anchor", "anchors", type=ANCHOR, multiple=True,
+              help="A record the chain must hold with exactly this hash (repeatable), e.g. "
+                   "from an audit.resumed or audit.closed log line kept elsewhere.")
+@click.option("--expect-last", type=ANCHOR, default=None,
+              help="The record the chain must end with: nothing cut after it, nothing added.")
+@click.option("--require-hmac", is_flag=True,
+              help="Fail on any record not sealed with HMAC (and, as always, on HMAC records "
+                   "without the key).")
+def verify_command(files: tuple[Path, ...], key: str | None, anchors: tuple[Link, ...],
+                   expect_last: Link | None, require_hmac: bool) -> None:
+    """Check FILES, in order, as one chain: every line's bytes, hash, seq and link.
 
     Give rotated files oldest first, then the live file (`audit.log.* audit.log` sorts so).
-    Exit 0 with a summary when the chain is intact; 1 naming the first bad record (file:line)
-    and what is wrong with it; 2 when the files cannot be checked (unreadable, key missing).
+    Exit 0 with a summary (which seal was checked, and the last record as SEQ:HASH to keep as
+    the next anchor) when the chain is intact and holds every anchor; 1 naming the first bad
+    record (file:line) and what is wrong with it; 2 when the files cannot be checked
+    (unreadable, key missing, a malformed anchor).
     """
     try:
-        result = verify(files, key.encode("utf-8") if key else None)
+        result = verify(files, key.encode("utf-8") if key else None, anchors=anchors,
+                        expect_last=expect_last, require_hmac=require_hmac)
     except NeedsKey as exc:
         raise click.UsageError(f"{exc} (--key or ICEGOV__AUDIT__HMAC_KEY)") from None
     except OSError as exc:

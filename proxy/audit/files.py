@@ -3,9 +3,10 @@
 A rotated file is renamed ``<name>.<first seq, 12 digits>-<UTC time>``, so the rotated files
 sort in chain order by name and ``icegov audit verify audit.log.* audit.log`` checks them all.
 The next file's first record chains from the last record of the one before. On start, the chain
-resumes from the last complete line of the file (or of the newest rotated file when the file
-itself is gone); a line left incomplete by a crash is closed with a newline first, so it stands
-alone (and ``verify`` names it) instead of swallowing the next record.
+resumes from the last complete line of the file, or of the newest rotated file when the file
+itself is gone (logged as ``audit.live_file_missing``: icegov never removes it). A line left
+incomplete by a crash is closed with a newline first, so it stands alone (and ``verify`` names
+it) instead of swallowing the next record.
 """
 
 from __future__ import annotations
@@ -90,8 +91,10 @@ class AuditFile:
         self._size = 0
         self._opened_at = 0.0
         self._first_seq: int | None = None
+        self.resumed_from: Path | None = None
         path.parent.mkdir(parents=True, exist_ok=True)
         self._set_legacy_aside()
+        self._warn_if_live_file_missing()
         self._resumed = self._chain_end()
         self._open()
 
@@ -104,12 +107,25 @@ class AuditFile:
         return self._resumed
 
     def _chain_end(self) -> Link | None:
-        """The file's last record, else the newest rotated file's."""
+        """The file's last record, else the newest rotated file's (noted in ``resumed_from``)."""
         for candidate in (self.path, *reversed(rotated_files(self.path))):
             link = last_link_in(candidate) if candidate.exists() else None
             if link is not None:
+                self.resumed_from = candidate
                 return link
         return None
+
+    def _warn_if_live_file_missing(self) -> None:
+        """icegov always leaves the live file in place (rotation reopens it at once), so its
+        absence next to rotated files means it was deleted, with whatever records it held."""
+        if self.path.exists():
+            return
+        rotated = rotated_files(self.path)
+        if rotated:
+            log.warning("audit.live_file_missing", file=str(self.path),
+                        newest_rotated=str(rotated[-1]),
+                        note="the live audit file is gone; the chain resumes from the newest "
+                             "rotated file, and records written after it are lost")
 
     def write(self, line: str, seq: int) -> None:
         """Append one line (rotating first when due); raises OSError when it cannot."""

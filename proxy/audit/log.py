@@ -4,6 +4,12 @@ A sink that cannot be written (``OSError``) is counted in ``failures`` and logge
 ``healthy`` again once a write reaches every sink. With ``fail_closed``, a mutating request is
 refused (503) before it reaches the backing catalog while the last write failed; reads still
 answer, and their records (the refusals' too) are what finds the sinks writable again.
+
+Where the chain stands is logged to the operational log (stderr, ``proxy.logs``), apart from the
+audit stream: ``audit.resumed`` at start (the ``seq`` and ``hash`` the chain continues from, and
+the ``file`` they were read from; seq 0 and 64 zeros for a new chain) and ``audit.closed`` at
+shutdown (the last ``seq`` and ``hash``). Kept elsewhere, these pin the tail: ``icegov audit verify
+--anchor SEQ:HASH`` / ``--expect-last SEQ:HASH`` then finds records cut while icegov was stopped.
 """
 
 from __future__ import annotations
@@ -90,6 +96,12 @@ class AuditLog:
         last = files[0].last_link() if files else None
         self._chain = Chain(settings.key_bytes(), last or START)
         self._lock = threading.Lock()
+        self._closed = False
+        if self._sinks:
+            resumed_from = files[0].resumed_from if files else None
+            log.info("audit.resumed", seq=self._chain.last.seq, hash=self._chain.last.hash,
+                     file=str(resumed_from) if resumed_from else None,
+                     sinks=[sink.name for sink in self._sinks])
 
     @property
     def healthy(self) -> bool:
@@ -122,11 +134,18 @@ class AuditLog:
         event = {"event": "audit", **record.to_event()}
         with self._lock:
             line, seq = self._chain.seal(event)
+            self._closed = False  # a write after close reopens the file sink
             written = [self._write_to(sink, line, seq) for sink in self._sinks]
             self._healthy = all(written)
 
     def close(self) -> None:
+        """Close every sink and log where the chain ended (``audit.closed``)."""
         with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._sinks:
+                log.info("audit.closed", seq=self._chain.last.seq, hash=self._chain.last.hash)
             for sink in self._sinks:
                 with contextlib.suppress(OSError):
                     sink.close()

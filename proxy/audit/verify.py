@@ -1,10 +1,15 @@
-"""Checking an audit stream: every hash recomputed, every link and sequence number followed.
+"""Checking an audit stream: every line's bytes and hash, every link and sequence number.
 
 Files are read in the order given (rotated files oldest first, then the live one), as one chain.
-The first record that is wrong is named with what is wrong with it: edited (its hash does not
-match), a link broken (the record before was rewritten, or this one was inserted), records
-missing (deleted) or out of order (reordered), repeated or inserted, or a truncated tail (a
-final line without its newline, or not valid JSON).
+A line verifies only when it is byte for byte what ``Chain.seal`` writes: the canonical JSON of
+its body with ``,"hash":"<hex>"}`` appended (so a repeated key, which parsers resolve
+differently, or a re-serialised record is named as edited). The first record that is wrong is
+named with what is wrong with it: edited (its hash or its form does not match), a link broken (the
+record before was rewritten, or this one was inserted), records missing (deleted) or out of order
+(reordered), repeated or inserted, or a truncated tail (a final line without its newline, or not
+valid JSON). Anchors (``seq:hash`` pairs kept elsewhere, e.g. from the ``audit.resumed`` and
+``audit.closed`` operational log lines) then prove that nothing before or at them was rewritten
+and that the tail was not cut after them.
 """
 
 from __future__ import annotations
@@ -12,10 +17,11 @@ from __future__ import annotations
 import hmac
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from proxy.audit.anchors import Anchors
 from proxy.audit.chain import GENESIS, HMAC_SHA256, SCHEMA, Link, canonical, digest
 
 
@@ -25,20 +31,33 @@ class NeedsKey(Exception):
 
 @dataclass(frozen=True)
 class Intact:
-    """The chain holds: how many records, in how many files, from which seq to which."""
+    """The chain holds: how many records, in how many files, from which seq to which, whether
+    the seal checked was keyed (HMAC under the given key) and how many anchors it matched."""
 
     records: int
     files: int
     first_seq: int | None
     last_seq: int | None
+    keyed: bool = False
+    anchors: int = 0
+    last_hash: str | None = field(default=None, compare=False)
+
+    @property
+    def seal(self) -> str:
+        """Which seal was checked, in words."""
+        return "hmac-sha256 (key checked)" if self.keyed else "sha-256 (unkeyed)"
 
     def __str__(self) -> str:
         if self.records == 0:
             return f"ok: no records in {self.files} file(s)"
         anchored = "" if self.first_seq == 1 else (
             " (the chain begins before these files: earlier records were not checked)")
-        return (f"ok: {self.records} records in {self.files} file(s), "
-                f"seq {self.first_seq}..{self.last_seq}{anchored}")
+        lines = [f"ok: {self.records} records in {self.files} file(s), "
+                 f"seq {self.first_seq}..{self.last_seq}{anchored}, sealed with {self.seal}",
+                 f"last record: {self.last_seq}:{self.last_hash}"]
+        if self.anchors:
+            lines.append(f"anchors matched: {self.anchors}")
+        return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -75,24 +94,41 @@ def _lines(paths: Sequence[Path]) -> Iterator[_Line]:
                 yield _Line(str(path), number, previous, True)
 
 
-def verify(paths: Sequence[Path], key: bytes | None = None) -> Intact | Broken:
-    """Check the chain across ``paths`` (in order); raises ``NeedsKey`` and ``OSError``."""
+def verify(paths: Sequence[Path], key: bytes | None = None, *, anchors: Sequence[Link] = (),
+           expect_last: Link | None = None, require_hmac: bool = False) -> Intact | Broken:
+    """Check the chain across ``paths`` (in order); raises ``NeedsKey`` and ``OSError``.
+
+    ``anchors``: records the chain must hold with exactly that hash; ``expect_last``: the record
+    the chain must end with (nothing cut after it, nothing added); ``require_hmac``: a record
+    not sealed with HMAC is broken."""
     lines = _lines(paths)
+    pinned = Anchors(anchors, expect_last)
     last: Link | None = None
     first: int | None = None
     count = 0
-    last_file: str | None = None
+    last_line: _Line | None = None
     for line in lines:
         record = _parse(line)
         if isinstance(record, Broken):
             return record
-        crossed = last_file if last_file not in (None, line.file) else None
-        problem = _sealing(line, record, key) or _linking(line, record, last, crossed, lines)
+        crossed = last_line.file if last_line and last_line.file != line.file else None
+        problem = (_sealing(line, record, key, require_hmac)
+                   or _linking(line, record, last, crossed, lines) or _form(line, record)
+                   or _where(line, record["seq"], pinned.check(record["seq"], record["hash"])))
         if problem is not None:
             return problem
-        last, last_file, count = Link(record["seq"], record["hash"]), line.file, count + 1
+        last, last_line, count = Link(record["seq"], record["hash"]), line, count + 1
         first = record["seq"] if first is None else first
-    return Intact(count, len(paths), first, last.seq if last else None)
+    at_end = pinned.at_end(first, last)
+    if at_end is not None:
+        where = last_line or _Line(str(paths[-1]) if paths else "-", 0, b"", True)
+        return Broken(where.file, where.number, last.seq if last else None, at_end)
+    return Intact(count, len(paths), first, last.seq if last else None, key is not None,
+                  pinned.matched, last.hash if last else None)
+
+
+def _where(line: _Line, seq: int, what: str | None) -> Broken | None:
+    return None if what is None else Broken(line.file, line.number, seq, what)
 
 
 def _parse(line: _Line) -> dict[str, Any] | Broken:
@@ -113,21 +149,34 @@ def _parse(line: _Line) -> dict[str, Any] | Broken:
     return record
 
 
-def _sealing(line: _Line, record: dict[str, Any], key: bytes | None) -> Broken | None:
+def _sealing(line: _Line, record: dict[str, Any], key: bytes | None,
+             require_hmac: bool) -> Broken | None:
     mac = record.get("mac")
     if mac is not None and mac != HMAC_SHA256:
         return Broken(line.file, line.number, record["seq"], f"unknown mac {mac!r}")
     if mac == HMAC_SHA256 and key is None:
         raise NeedsKey("the records are sealed with HMAC-SHA256: give the key")
-    if key is not None and mac is None:
+    if mac is None and (key is not None or require_hmac):
+        why = "although a key was given" if key is not None else "and HMAC is required"
         return Broken(line.file, line.number, record["seq"],
-                      "not sealed with HMAC although a key was given (plain SHA-256 instead)")
+                      f"not sealed with HMAC {why} (plain SHA-256 instead)")
     body = {k: v for k, v in record.items() if k != "hash"}
     if not hmac.compare_digest(digest(canonical(body), key), str(record["hash"])):
         what = ("edited, or sealed with another key: its HMAC does not match its contents"
                 if key is not None else "edited: its hash does not match its contents")
         return Broken(line.file, line.number, record["seq"], what)
     return None
+
+
+def _form(line: _Line, record: dict[str, Any]) -> Broken | None:
+    """The line must be exactly the bytes ``Chain.seal`` writes for the record it parses to."""
+    body = {k: v for k, v in record.items() if k != "hash"}
+    expected = canonical(body)[:-1] + f',"hash":"{record["hash"]}"}}\n'.encode("ascii")
+    if line.raw == expected:
+        return None
+    return Broken(line.file, line.number, record["seq"],
+                  "edited: the line is not byte for byte what icegov writes (re-serialised, "
+                  "or a key repeated so that parsers read different values)")
 
 
 def _linking(line: _Line, record: dict[str, Any], last: Link | None, crossed: str | None,

@@ -43,13 +43,14 @@ def records_of(*paths: Path) -> list[dict[str, Any]]:
 
 
 def resealed(line: str, **changes: Any) -> str:
-    """The record with ``changes``, its hash recomputed as a forger without a key would."""
+    """The record with ``changes``, its hash recomputed and written in icegov's own form, as a
+    careful forger without a key would."""
     record = json.loads(line)
     record.update(changes)
     record.pop("hash")
-    body = json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
-    record["hash"] = hashlib.sha256(body).hexdigest()
-    return json.dumps(record) + "\n"
+    body = json.dumps(record, sort_keys=True, separators=(",", ":"))
+    sealed = hashlib.sha256(body.encode()).hexdigest()
+    return body[:-1] + f',"hash":"{sealed}"}}\n'
 
 
 def broken(paths: list[Path], key: bytes | None = None) -> Broken:
@@ -79,7 +80,7 @@ def test_with_a_key_records_are_hmac_sealed_and_need_that_key(tmp_path: Path) ->
                       separators=(",", ":")).encode()
     assert record["mac"] == "hmac-sha256"
     assert record["hash"] == hmac.new(b"k1-secret", body, hashlib.sha256).hexdigest()
-    assert verify([log], b"k1-secret") == Intact(3, 1, 1, 3)
+    assert verify([log], b"k1-secret") == Intact(3, 1, 1, 3, keyed=True)
     wrong = broken([log], b"another-key")
     assert (wrong.line, wrong.seq) == (1, 1) and "another key" in wrong.what
     with pytest.raises(NeedsKey):

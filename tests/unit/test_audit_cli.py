@@ -55,7 +55,10 @@ def test_verify_an_intact_stream_exits_0_with_a_summary(tmp_path: Path) -> None:
     log = written(tmp_path / "audit.log", 3)
     result = icegov("audit", "verify", str(log))
     assert result.exit_code == 0, result.output
-    assert result.output.strip() == "ok: 3 records in 1 file(s), seq 1..3"
+    last = json.loads(log.read_text().splitlines()[-1])["hash"]
+    assert result.output.splitlines() == [
+        "ok: 3 records in 1 file(s), seq 1..3, sealed with sha-256 (unkeyed)",
+        f"last record: 3:{last}"]
 
 
 def test_verify_names_the_first_bad_record_and_exits_1(tmp_path: Path) -> None:
