@@ -13,8 +13,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from proxy import defaults
+from proxy.keys import MIN_KEY_BYTES, check_key
 
-MIN_SIGNING_KEY_BYTES = 32  # HS256 wants a key at least as long as its digest (RFC 7518 3.2)
+MIN_SIGNING_KEY_BYTES = MIN_KEY_BYTES  # HS256: at least as long as its digest (RFC 7518 3.2)
 ASYMMETRIC_ALGORITHMS = frozenset({
     "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA",
 })
@@ -73,8 +74,7 @@ class IdentitySettings(BaseModel):
     def _check_signing_key(self) -> None:
         if self.signing_key is None:
             return
-        if len(self.signing_key.get_secret_value().encode()) < MIN_SIGNING_KEY_BYTES:
-            raise ValueError(f"signing_key must be at least {MIN_SIGNING_KEY_BYTES} bytes")
+        check_key(self.signing_key.get_secret_value(), "signing_key")
 
     def _check_oidc(self) -> None:
         if not self.oidc_enabled and not (self.oidc_audience or self.oidc_jwks_file

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from proxy.keys import check_key
 
 
 class PlanningSettings(BaseModel):
@@ -39,3 +41,10 @@ class PlanningSettings(BaseModel):
         default=(),
         description="X-Client-Version prefixes of clients that apply read-restrictions masks; "
                     "masked columns are removed for every other client (fail closed).")
+
+    @field_validator("task_key")
+    @classmethod
+    def _strong_key(cls, key: SecretStr | None) -> SecretStr | None:
+        if key is not None:
+            check_key(key.get_secret_value(), "task_key")
+        return key

@@ -18,6 +18,8 @@ from tests.support.servers import serve
 from tests.support.settings import ADMIN, settings_for_tests
 
 TABLE = "/v1/namespaces/replicas/tables/many"
+SHARED_KEY = "the-plan-task-key-both-replicas-share"
+ANOTHER_KEY = "another-plan-task-key-of-another-deployment"
 
 
 @contextlib.contextmanager
@@ -30,8 +32,8 @@ def replica(workdir: Path, key: str) -> Iterator[str]:
 
 @pytest.fixture()
 def replicas(tmp_path: Path) -> Iterator[tuple[str, str, str]]:
-    with replica(tmp_path, "shared-key") as first, replica(tmp_path, "shared-key") as second, \
-            replica(tmp_path, "another-key") as stranger:
+    with replica(tmp_path, SHARED_KEY) as first, replica(tmp_path, SHARED_KEY) as second, \
+            replica(tmp_path, ANOTHER_KEY) as stranger:
         catalog = RestCatalog("admin", uri=first, credential=ADMIN)
         catalog.create_namespace("replicas")
         many_files(catalog, "replicas.many", 5)

@@ -238,6 +238,9 @@ def test_deployment_settings_load_and_the_placeholder_key_is_refused(
     with pytest.raises(SettingsError, match="signing_key must be at least 32 bytes"):
         load_settings()  # as shipped: icegov refuses to start until the key is replaced
     clean_env.setenv("ICEGOV__IDENTITY__SIGNING_KEY", GOOD_KEY)
+    with pytest.raises(SettingsError, match="task_key must be at least 32 bytes"):
+        load_settings()  # and the plan-task key's placeholder too
+    clean_env.setenv("ICEGOV__PLANNING__TASK_KEY", GOOD_KEY[::-1])
     settings = load_settings()
     assert settings.catalog_db_uri == secret["database-uri"]
     assert settings.idempotency.db_uri == secret["database-uri"]
@@ -285,9 +288,21 @@ def compose() -> dict[str, Any]:
     return loaded
 
 
+OPERATOR_SET = {"ICEGOV_SIGNING_KEY": GOOD_KEY, "ICEGOV_PLAN_TASK_KEY": GOOD_KEY[::-1]}
+"""What the quickstart's operator exports (compose's ``${VAR:?}``: no default)."""
+
+
 def _interpolate(value: str) -> str:
-    """Compose's ``${VAR:-default}`` with nothing set: the default."""
+    """Compose's ``${VAR:-default}`` with nothing set (the default) and ``${VAR:?error}`` with
+    what the operator set."""
+    value = re.sub(r"\$\{([A-Z_]+):\?[^}]*\}", lambda m: OPERATOR_SET[m.group(1)], value)
     return re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", value)
+
+
+def test_compose_has_no_fallback_for_any_key() -> None:
+    env = compose()["x-icegov-env"]
+    for name in ("ICEGOV__IDENTITY__SIGNING_KEY", "ICEGOV__PLANNING__TASK_KEY"):
+        assert re.fullmatch(r"\$\{[A-Z_]+:\?[^}]+\}", env[name]), env[name]
 
 
 def test_compose_runs_icegov_on_postgres_with_an_object_store_and_spark() -> None:

@@ -31,6 +31,7 @@ from proxy.audit.files import rotated_files
 from proxy.audit.log import is_mutating
 from proxy.audit.verify import Broken, Intact, verify
 from proxy.cli import main
+from proxy.keys import PUBLISHED_KEYS
 from proxy.logs import reset_logging
 from proxy.planning.settings import PlanningSettings
 from proxy.routes import ENDPOINTS
@@ -358,24 +359,24 @@ def test_metrics_from_client_controlled_values_stay_bounded(tmp_path: Path) -> N
 # --------------------------------------------------------------- deploy
 
 
-def compose_default(variable: str) -> str:
-    """The value the compose quickstart falls back to when ``variable`` is not set."""
-    text = (ROOT / "deploy/compose.yaml").read_text()
-    env = yaml.safe_load(text)["x-icegov-env"]
-    for value in env.values():
-        found = re.fullmatch(r"\$\{" + variable + r":-(.*)\}", str(value))
-        if found:
-            return found.group(1)
-    raise AssertionError(f"no default for {variable}")
+def compose_key_fallbacks() -> dict[str, str]:
+    """Keys the compose quickstart would fall back to when the operator sets none."""
+    env = yaml.safe_load((ROOT / "deploy/compose.yaml").read_text())["x-icegov-env"]
+    fallbacks = {}
+    for name, value in env.items():
+        found = re.fullmatch(r"\$\{[A-Z_]+:-(.*)\}", str(value))
+        if found and name.endswith("_KEY"):
+            fallbacks[name] = found.group(1)
+    return fallbacks
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the compose quickstart's public fallback signing key (deploy/compose.yaml "
-    "${ICEGOV_SIGNING_KEY:-quickstart-only-…}) is accepted silently "
-    "(proxy/identity/settings.py IdentitySettings._check_signing_key): anyone who read the "
-    "repository mints a token for any principal in the principals file"))
-def test_a_token_forged_with_the_quickstart_key_is_not_accepted(tmp_path: Path) -> None:
-    key = compose_default("ICEGOV_SIGNING_KEY")
+def test_the_quickstart_has_no_public_key_to_fall_back_to() -> None:
+    assert compose_key_fallbacks() == {}
+
+
+@pytest.mark.parametrize("key", sorted(PUBLISHED_KEYS))
+def test_a_token_forged_with_a_once_published_quickstart_key_is_not_accepted(
+        tmp_path: Path, key: str) -> None:
     try:
         settings = settings_for_tests(tmp_path, identity={"signing_key": key},
                                       catalog_uri=UPSTREAM)
@@ -388,13 +389,9 @@ def test_a_token_forged_with_the_quickstart_key_is_not_accepted(tmp_path: Path) 
                          "iat": now, "exp": now + 600}, key, algorithm="HS256")
     with TestClient(app, raise_server_exceptions=False) as client:
         answer = client.get("/v1/namespaces", headers={"authorization": f"Bearer {forged}"})
-    assert answer.status_code == 401, answer.text  # today: 200, the namespaces listed as admin
+    assert answer.status_code == 401, answer.text
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the plan-task key has no minimum length (proxy/planning/settings.py task_key), so the "
-    "Secret template's 'REPLACE-ME' (deploy/k8s/secret.yaml) starts silently, unlike the "
-    "signing key's placeholder"))
 def test_the_secret_templates_placeholder_plan_task_key_is_refused() -> None:
     secret = yaml.safe_load((ROOT / "deploy/k8s/secret.yaml").read_text())
     with pytest.raises(ValueError):

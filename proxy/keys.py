@@ -1,0 +1,24 @@
+"""Checks every secret key icegov is configured with must pass before it is used.
+
+A key shorter than its MAC's digest is refused, and so is any key that was ever published:
+values from this repository's deployment examples, which anyone can read and sign with.
+"""
+
+from __future__ import annotations
+
+MIN_KEY_BYTES = 32  # HMAC-SHA256 wants a key at least as long as its digest (RFC 2104, 7518)
+
+PUBLISHED_KEYS = frozenset({
+    # deploy/compose.yaml fell back to these before it required the keys to be set
+    "quickstart-only-signing-key-0123456789abcdef",
+    "quickstart-only-plan-task-key-0123456789abcdef",
+})
+
+
+def check_key(value: str, what: str) -> None:
+    """``ValueError`` naming ``what`` when the key is too short or was published."""
+    if len(value.encode()) < MIN_KEY_BYTES:
+        raise ValueError(f"{what} must be at least {MIN_KEY_BYTES} bytes")
+    if value.strip() in PUBLISHED_KEYS:
+        raise ValueError(f"{what} is a published example key: generate one "
+                         "(e.g. `openssl rand -base64 48`)")
