@@ -3,7 +3,8 @@
 ``record`` says what one record holds, ``chain`` how records are linked and sealed (seq, prev,
 hash), ``files`` how the file sink rotates and resumes, ``log`` how records are written (and
 when mutating requests are refused because they cannot be), ``verify`` how a stream is checked
-(``icegov audit verify``). The record's JSON Schema ships as ``record-v2.schema.json``.
+(``icegov audit verify``) and ``anchors`` how records known from elsewhere pin it.
+The record's JSON Schema ships as ``record-v2.schema.json``.
 """
 
 from proxy.audit.log import AuditLog, AuditUnavailable, is_mutating
