@@ -184,6 +184,33 @@ def chooses_location(body: dict[str, Any]) -> bool:
         isinstance(properties, dict) and any(p in properties for p in LOCATION_PROPERTIES))
 
 
+def _create_view(inbound: InboundRequest, names: Names) -> Intent:
+    """CREATE_TABLE on the view (and REGISTER_TABLE when it places its own files); the body
+    must be a valid view create (400 here: a backing's failure on it is not the caller's)."""
+    from proxy.catalog.view_wire import CreateViewRequest
+    from proxy.catalog.wire import parse_body
+
+    parse_body(CreateViewRequest, inbound)
+    return _named_in_body(Action.CREATE_TABLE)(inbound, names)
+
+
+def _replace_view(inbound: InboundRequest, names: Names) -> Intent:
+    """ALTER on the view; moving its files (``set-location``) also needs REGISTER_TABLE, as
+    for a table. The body must be a valid view commit."""
+    from proxy.catalog.view_wire import CommitViewRequest, SetLocation
+    from proxy.catalog.wire import parse_body
+
+    request = parse_body(CommitViewRequest, inbound)
+    resource = _path_table(inbound, names, "view")
+    if request.identifier is not None and names.table(
+            list(request.identifier.namespace), request.identifier.name) != resource:
+        raise BadRequest("the commit's identifier names another view than its URL")
+    needs = [Need(Action.ALTER, resource)]
+    if any(isinstance(update, SetLocation) for update in request.updates):
+        needs.append(Need(Action.REGISTER_TABLE, resource))
+    return Intent(tuple(needs), hide=(resource,))
+
+
 def _rename(inbound: InboundRequest, names: Names) -> Intent:
     body = _body(inbound)
     source, destination = (_identifier(body.get(k), names, k) for k in ("source", "destination"))
@@ -250,11 +277,11 @@ INTENTS: dict[str, IntentFn] = {
     "rename_table": _rename,
     "commit_transaction": _transaction,
     "list_views": _list_tables,
-    "create_view": _named_in_body(Action.CREATE_TABLE),
+    "create_view": _create_view,
     "register_view": _named_in_body(Action.REGISTER_TABLE),  # adopts a metadata file
     "load_view": _on_table(Action.SELECT, "view"),
     "view_exists": _on_table(Action.DESCRIBE, "view"),
-    "replace_view": _on_table(Action.ALTER, "view"),
+    "replace_view": _replace_view,
     "drop_view": _on_table(Action.DROP_TABLE, "view"),
     "rename_view": _rename,
 }

@@ -255,10 +255,6 @@ def test_an_embedded_view_location_outside_the_warehouse_is_refused(attack: Atta
     assert not outside.exists()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "replace_view's intent is ALTER only (proxy/intent.py INTENTS['replace_view']): its "
-    "set-location update is not judged like a table's (proxy/commits/updates.py _set_location "
-    "adds REGISTER_TABLE), so ALTER alone moves a view's files root over another table's"))
 def test_moving_a_views_location_needs_register_table_like_a_tables(attack: Attack) -> None:
     table, view = fresh("victim"), fresh("mover")
     victim = attack.table("vatk", table)
@@ -356,14 +352,11 @@ def test_odd_view_bodies_are_never_a_server_error(attack: Attack, what: str,
     """Finding (reference backing): icegov forwards create-view bodies unchecked
     (proxy/intent.py INTENTS['create_view'] reads only ``name``), Iceberg's handlers fail with
     500 on a representation they cannot parse, and icegov answers 502: client input, 5xx."""
-    if backend_of(attack) == "reference" and what in BACKING_500:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "view bodies are forwarded unvalidated; the reference catalog's 500 on a bad "
-            "representation becomes icegov's 502 (validate with proxy/catalog/view_wire.py "
-            "models in the intent, answer 400)")))
     body = odd_view_bodies("vatk")[what]
     created = attack.admin.post("/v1/namespaces/vatk/views", json=body)
     assert created.status_code < 500, created.text[:300]
+    if what in BACKING_500:  # icegov judges the body itself, before any backing sees it
+        assert created.status_code == 400, created.text[:300]
     if created.status_code == 200:
         loaded = attack.admin.get(f"/v1/namespaces/vatk/views/{body['name']}")
         assert loaded.status_code == 200, loaded.text[:300]
