@@ -32,9 +32,11 @@ from proxy.idempotency import iso_duration, open_idempotency
 from proxy.identity import build_identity
 from proxy.inbound import InboundRequest
 from proxy.intent import check_intents_complete
+from proxy.keys import key_or_process_key
 from proxy.listing import ListingHandlers
 from proxy.load_handler import LoadTableHandler, TableAnswers
 from proxy.metrics import Metrics
+from proxy.page_tokens import PageTokens
 from proxy.pipeline import GovernedDispatcher, GovernedHandler
 from proxy.plan_handler import PlanHandlers
 from proxy.plan_service import PlanService
@@ -112,7 +114,9 @@ def create_app(settings: Settings, backing: Backing | None = None,
     handlers = _handlers(forwarder, authorizer, config, identity.token_endpoint,
                          CommitHandlers(Committer(forwarder, settings.commit_limits,
                                                   settings.commit_retry, metrics,
-                                                  settings.file_io), answers))
+                                                  settings.file_io), answers),
+                         ListingHandlers(forwarder, authorizer, PageTokens(
+                             key_or_process_key(settings.planning.task_key))))
     handlers.update(_read_handlers(forwarder, answers, views, planner, settings,
                                    lambda: authorizer.generation, metrics))
     metrics.watch(manifest_cache=lambda: planner.manifests.stats, policy=authorizer, audit=audit)
@@ -160,9 +164,8 @@ def create_worker_app() -> Starlette:
 
 def _handlers(forwarder: Forwarder, authorizer: PolicyAuthorizer, config: ConfigHandler,
               token_endpoint: Callable[[InboundRequest], Awaitable[Response]],
-              commits: CommitHandlers) -> dict[str, GovernedHandler]:
+              commits: CommitHandlers, listing: ListingHandlers) -> dict[str, GovernedHandler]:
     """The endpoints icegov owns, by name (checked complete against the route table)."""
-    listing = ListingHandlers(forwarder, authorizer)
 
     async def oauth_tokens(inbound: InboundRequest, _: Admission) -> Response:
         return await token_endpoint(inbound)

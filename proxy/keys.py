@@ -6,6 +6,11 @@ values from this repository's deployment examples, which anyone can read and sig
 
 from __future__ import annotations
 
+import functools
+import secrets
+
+from pydantic import SecretStr
+
 MIN_KEY_BYTES = 32  # HMAC-SHA256 wants a key at least as long as its digest (RFC 2104, 7518)
 
 PUBLISHED_KEYS = frozenset({
@@ -22,3 +27,14 @@ def check_key(value: str, what: str) -> None:
     if value.strip() in PUBLISHED_KEYS:
         raise ValueError(f"{what} is a published example key: generate one "
                          "(e.g. `openssl rand -base64 48`)")
+
+
+def key_or_process_key(secret: SecretStr | None) -> bytes:
+    """The configured key, or one random key drawn once per process when none is set (fine for
+    one process; replicas must share a configured key)."""
+    return secret.get_secret_value().encode() if secret is not None else _process_key()
+
+
+@functools.cache
+def _process_key() -> bytes:
+    return secrets.token_bytes(2 * MIN_KEY_BYTES)

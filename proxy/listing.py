@@ -6,6 +6,7 @@ import json
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
 
+import httpx
 from starlette.responses import Response
 
 from proxy.admission import Admission
@@ -13,15 +14,19 @@ from proxy.backing.forward import Forwarder, relayed
 from proxy.errors import BackingUnavailable
 from proxy.governance import Authorizer, Principal
 from proxy.inbound import InboundRequest
+from proxy.page_tokens import PageTokens
 from proxy.resources import Resource
 
 
 class ListingHandlers:
-    """The backing's listing with only the entries the principal can see."""
+    """The backing's listing with only the entries the principal can see; its page tokens
+    reach the caller sealed (``proxy.page_tokens``), never as the backing wrote them."""
 
-    def __init__(self, forwarder: Forwarder, authorizer: Authorizer) -> None:
+    def __init__(self, forwarder: Forwarder, authorizer: Authorizer,
+                 tokens: PageTokens) -> None:
         self._forwarder = forwarder
         self._authorizer = authorizer
+        self._tokens = tokens
 
     async def list_namespaces(self, inbound: InboundRequest, admission: Admission) -> Response:
         return await self._filtered(inbound, admission, "namespaces", _namespace)
@@ -33,11 +38,14 @@ class ListingHandlers:
 
     async def _filtered(self, inbound: InboundRequest, admission: Admission, key: str,
                         resource_of: Any) -> Response:
-        upstream = await self._forwarder.exchange(inbound)
         principal = admission.principal
-        if upstream.status_code != 200 or principal is None:
+        if principal is None:  # listings need a caller; nothing to filter without one
+            upstream = await self._forwarder.exchange(inbound)
             return relayed(upstream, upstream.content)
-        body = _listing(upstream.content, key)
+        binding = f"{principal.name}\0{admission.catalog}\0{inbound.raw_path.decode('latin-1')}"
+        upstream, body = await self._first_page(inbound, binding, key)
+        if body is None:
+            return relayed(upstream, upstream.content)
         visible = self._visible_entries(principal, admission.catalog, body[key], resource_of)
         pages, tokens = 1, {_token(inbound.query_string)}
         while (body[key] and not visible and body.get("next-page-token")
@@ -51,7 +59,23 @@ class ListingHandlers:
             body, pages = _listing(following.content, key), pages + 1
             visible = self._visible_entries(principal, admission.catalog, body[key], resource_of)
         body[key] = visible
+        if body.get("next-page-token"):
+            body["next-page-token"] = self._tokens.seal(str(body["next-page-token"]), binding)
         return relayed(upstream, json.dumps(body, separators=(",", ":")).encode())
+
+    async def _first_page(self, inbound: InboundRequest, binding: str, key: str
+                          ) -> tuple[httpx.Response, dict[str, Any] | None]:
+        """The backing's answer to the caller's request, its sealed page token opened; and
+        its listing when it is one (200)."""
+        sealed = _token(inbound.query_string)
+        if sealed:
+            query = _with_page_token(inbound.query_string, self._tokens.open(sealed, binding))
+            upstream = await self._forwarder.fetch(inbound.raw_path, query, inbound.headers)
+        else:
+            upstream = await self._forwarder.exchange(inbound)
+        if upstream.status_code != 200:
+            return upstream, None
+        return upstream, _listing(upstream.content, key)
 
     def _visible_entries(self, principal: Principal, catalog: str, entries: list[Any],
                          resource_of: Any) -> list[Any]:

@@ -28,6 +28,7 @@ from proxy.admission import Admission
 from proxy.commits.lru import SizedLru
 from proxy.errors import BadRequest, Forbidden, NoSuchPlanId, NoSuchPlanTask, NotFound
 from proxy.inbound import InboundRequest
+from proxy.keys import key_or_process_key
 from proxy.plan_jobs import PlanJobs
 from proxy.planning import wire
 from proxy.planning.expressions import canonical_json
@@ -88,9 +89,7 @@ class PlanService:
         self._settings = settings
         self._generation = generation
         self._clock = clock
-        secret = settings.task_key
-        self._key = (secret.get_secret_value().encode() if secret is not None
-                     else secrets.token_bytes(32))
+        self._key = key_or_process_key(settings.task_key)
         self._plans = PlanCache(settings.plan_cache_plans, implies)
         # recent tasks fragments (JSON bytes): what a warm plan serves without planning again
         self._answers: SizedLru[Any, bytes] = SizedLru(settings.answer_cache_bytes, size=len)

@@ -308,11 +308,45 @@ def test_pages_of_only_hidden_entries_are_skipped_not_shown_empty() -> None:
     upstream = Upstream(answer)
     with client_for(upstream) as client:
         analyst = icegov_token(client, "analyst:analyst-secret")
-        response = client.get("/v1/namespaces?pageSize=2",
-                              headers={"authorization": f"Bearer {analyst}"})
-    assert response.json() == {"namespaces": [["demo"]], "next-page-token": "p4"}
-    assert [r.url.params.get("pageToken") for r in upstream.seen] == [None, "p2", "p3"]
+        auth = {"authorization": f"Bearer {analyst}"}
+        response = client.get("/v1/namespaces?pageSize=2", headers=auth)
+        first = response.json()
+        assert first["namespaces"] == [["demo"]]
+        sealed = first["next-page-token"]  # the backing's "p4", sealed for the analyst
+        assert sealed.startswith("icg1.") and "p4" not in sealed
+        following = client.get("/v1/namespaces", params={"pageSize": "2", "pageToken": sealed},
+                               headers=auth)
+        assert following.json() == {"namespaces": [], "next-page-token": None}  # x: hidden
+    assert [r.url.params.get("pageToken") for r in upstream.seen] == [None, "p2", "p3", "p4"]
     assert all(r.url.params.get("pageSize") == "2" for r in upstream.seen)
+
+
+def test_page_tokens_open_only_for_their_caller_and_listing() -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        following = None if request.url.params.get("pageToken") else "backing-token"
+        return httpx.Response(200, json={"namespaces": [["demo"]],
+                                         "next-page-token": following})
+
+    upstream = Upstream(answer)
+    with client_for(upstream) as client:
+        analyst = {"authorization": f"Bearer {icegov_token(client, 'analyst:analyst-secret')}"}
+        admin = {"authorization": f"Bearer {icegov_token(client)}"}
+        sealed = client.get("/v1/namespaces?pageSize=1", headers=analyst).json()[
+            "next-page-token"]
+        seen = len(upstream.seen)
+        for headers, path, token in [
+                (admin, "/v1/namespaces", sealed),  # another caller's token
+                (analyst, "/v1/namespaces/demo/tables", sealed),  # another listing's
+                (analyst, "/v1/namespaces", "backing-token"),  # the backing's own
+                (analyst, "/v1/namespaces", sealed[:-2] + "AA"),  # edited
+                (analyst, "/v1/namespaces", "icg1." + "A" * 5000)]:  # huge
+            assert_error_model(client.get(path, params={"pageToken": token}, headers=headers),
+                               400)
+        assert len(upstream.seen) == seen, "a token that does not open is never forwarded"
+        assert client.get("/v1/namespaces", params={"pageToken": sealed},
+                          headers=analyst).status_code == 200
+        assert client.get("/v1/namespaces", params={"pageToken": ""},
+                          headers=analyst).status_code == 200  # Java's first page
 
 
 def test_page_skipping_never_loops_on_empty_or_repeated_pages() -> None:
