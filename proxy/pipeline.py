@@ -88,8 +88,8 @@ class GovernedDispatcher:
     async def _governed(self, scope: Scope, receive: Receive, record: AuditRecord) -> Response:
         inbound = await read_routed(self._routes, scope, receive, self._max_body)
         record.endpoint = inbound.route.endpoint.name
+        coarse = await self._gate.admit_coarse(inbound, record)  # who asks comes first
         self._audit.check_writable(record)  # fail closed: nothing changes unaudited
-        coarse = await self._gate.admit_coarse(inbound, record)
         keyed = (await self._idempotency.begin(inbound, coarse.principal)
                  if self._idempotency is not None else None)
         if keyed is None:

@@ -175,13 +175,15 @@ def test_fail_closed_refuses_changes_while_the_audit_cannot_be_written(
                                    503, "ServiceUnavailableException")
         assert error["message"] == "audit log unavailable"
         assert client.delete("/v1/namespaces/db").status_code == 503
+        assert_error_model(client.post("/v1/namespaces", json={"namespace": ["x"]}, headers={
+            "authorization": "Bearer forged"}), 401)  # a stranger learns nothing of the audit
         assert len(upstream.seen) == seen  # nothing reached the backing
         disk.full = False
         assert client.get("/v1/namespaces/db").status_code == 200  # written: healthy again
         assert client.post("/v1/namespaces", json={"namespace": ["x"]}).status_code == 200
     assert [r.method for r in upstream.seen[seen:]] == ["GET", "POST"]
     records = [json.loads(line) for line in log.read_text().splitlines()]
-    assert [r["seq"] for r in records] == [1, 5, 6, 7]  # the lost records show as a gap
+    assert [r["seq"] for r in records] == [1, 6, 7, 8]  # the lost records show as a gap
     ahead, final = records[2:]  # the change is on record before it is sent, then its outcome
     assert ahead["request_id"] == final["request_id"] and ahead["method"] == "POST"
     assert (ahead["decision"], ahead["status"]) == ("allow", None)
