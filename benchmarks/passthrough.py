@@ -13,14 +13,16 @@ loadTable both ways in the same run:
   the throughput per core.
 
 A variant is ``TRANSPORT/HTTP/LOOP/wN``: the httpx transport to the backing (``aiohttp``:
-``proxy.backing.forward.AiohttpTransport``, what icegov ships; ``httpx``: httpx's own pooled
-``AsyncHTTPTransport`` over httpcore, what it shipped before; ``httpx-aiohttp``: the PyPI package
-of that name, if installed; ``bare``: not icegov but a bare relay over the same transport, the
-floor of a Python hop), uvicorn's HTTP parser
-(``httptools`` or ``h11``), its event loop (``uvloop`` or ``asyncio``) and N uvicorn workers.
-``cli`` is ``icegov serve`` itself. Every variant runs the same governed app (``create_app``):
-bearer token for the demo ``admin``, the policy in ``policies/``, audit to a file. The direct
-catalog receives the same header and ignores it.
+``proxy.backing.forward.AiohttpTransport``; ``httptools``:
+``proxy.backing.httptools_transport.HttptoolsTransport``; ``httpx``: httpx's own pooled
+``AsyncHTTPTransport`` over httpcore; ``httpx-aiohttp``: the PyPI package of that name, if
+installed; ``bare`` / ``bare-httptools``: not icegov but a bare relay over the aiohttp /
+httptools transport, the floor of a Python hop), uvicorn's HTTP parser (``httptools`` or
+``h11``), its event loop (``uvloop`` or ``asyncio``) and N uvicorn workers (started here with a
+factory). ``cli`` is ``icegov serve`` itself and ``cli/wN`` is ``icegov serve --workers N``.
+Every variant but the bare relays runs the same governed app (``create_app``): bearer token for
+the demo ``admin``, the policy in ``policies/``, audit to a file. The direct catalog receives
+the same header and ignores it.
 
 Run: ``python benchmarks/passthrough.py`` (``--quick`` for a seconds-long smoke run).
 """
@@ -49,9 +51,9 @@ from pyiceberg.catalog.rest import RestCatalog
 ICEGOV = [sys.executable, "-c", "from proxy.cli import main; main()"]
 REPO = Path(__file__).resolve().parents[1]
 TRANSPORT_ENV = "ICEGOV_BENCH_TRANSPORT"
-DEFAULT_VARIANTS = ("cli", "bare/httptools/uvloop/w1", "httpx/httptools/uvloop/w1",
-                    "httpx-aiohttp/httptools/uvloop/w1", "aiohttp/h11/uvloop/w1",
-                    "aiohttp/httptools/asyncio/w1", "aiohttp/httptools/uvloop/w2")
+DEFAULT_VARIANTS = ("cli", "cli/w2", "aiohttp/httptools/uvloop/w1",
+                    "httptools/httptools/uvloop/w1", "bare/httptools/uvloop/w1",
+                    "bare-httptools/httptools/uvloop/w1")
 GOVERNED = {
     "ICEGOV__IDENTITY__SIGNING_KEY": "benchmark-signing-key-of-at-least-32-bytes",
     "ICEGOV__IDENTITY__PRINCIPALS_FILE": str(REPO / "policies" / "principals.yaml"),
@@ -65,34 +67,39 @@ def proxy_app() -> Any:
     """uvicorn factory: the governed icegov app from ``ICEGOV__*`` settings, reaching the
     backing through the transport named by ``ICEGOV_BENCH_TRANSPORT``."""
     from proxy.app import Backing, create_app
-    from proxy.backing.forward import AiohttpTransport
     from proxy.settings import load_settings
 
     settings = load_settings()
     assert settings.catalog_uri is not None
     kind = os.environ.get(TRANSPORT_ENV, "aiohttp")
-    if kind == "bare":
-        return bare_hop(settings.catalog_uri)
-    transport: httpx.AsyncBaseTransport
-    if kind == "aiohttp":
-        transport = AiohttpTransport(settings.max_connections)
-    elif kind == "httpx-aiohttp":
-        from httpx_aiohttp import AiohttpTransport as PackagedTransport
-
-        transport = PackagedTransport(limits=httpx.Limits(max_connections=100))
-    else:
-        limits = httpx.Limits(max_connections=settings.max_connections,
-                              max_keepalive_connections=settings.max_connections)
-        transport = httpx.AsyncHTTPTransport(limits=limits, retries=0)
+    if kind.startswith("bare"):
+        return bare_hop(settings.catalog_uri, transport_for(kind.partition("-")[2] or "aiohttp",
+                                                            settings.max_connections))
+    transport = transport_for(kind, settings.max_connections)
     return create_app(settings, Backing(transport, settings.catalog_uri, [transport.aclose]))
 
 
-def bare_hop(backing: str) -> Any:
-    """The floor: an ASGI app that only relays GETs to ``backing`` over icegov's transport (no
-    routing, authentication, policy, audit, metrics or middleware)."""
+def transport_for(kind: str, max_connections: int) -> httpx.AsyncBaseTransport:
+    """The httpx transport a variant forwards with."""
     from proxy.backing.forward import AiohttpTransport
+    from proxy.backing.httptools_transport import HttptoolsTransport
 
-    transport = AiohttpTransport(100)
+    if kind == "aiohttp":
+        return AiohttpTransport(max_connections)
+    if kind == "httptools":
+        return HttptoolsTransport(max_connections)
+    if kind == "httpx-aiohttp":
+        from httpx_aiohttp import AiohttpTransport as PackagedTransport
+
+        return PackagedTransport(limits=httpx.Limits(max_connections=max_connections))
+    limits = httpx.Limits(max_connections=max_connections,
+                          max_keepalive_connections=max_connections)
+    return httpx.AsyncHTTPTransport(limits=limits, retries=0)
+
+
+def bare_hop(backing: str, transport: httpx.AsyncBaseTransport) -> Any:
+    """The floor: an ASGI app that only relays GETs to ``backing`` over ``transport`` (no
+    routing, authentication, policy, audit, metrics or middleware)."""
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -157,8 +164,9 @@ def server(command: list[str], port: int, env: dict[str, str] | None = None) -> 
 
 def proxy_command(variant: str, port: int) -> tuple[list[str], dict[str, str]]:
     """The command line and extra environment that serve icegov as ``variant``."""
-    if variant == "cli":
-        return [*ICEGOV, "serve", "--port", str(port)], {}
+    if variant == "cli" or variant.startswith("cli/w"):
+        workers = variant.removeprefix("cli").removeprefix("/w") or "1"
+        return [*ICEGOV, "serve", "--port", str(port), "--workers", workers], {}
     transport, http, loop, workers = variant.split("/")
     return [sys.executable, "-m", "uvicorn", f"{Path(__file__).stem}:proxy_app", "--factory",
             "--app-dir", str(Path(__file__).parent), "--port", str(port),
@@ -313,7 +321,7 @@ def sweep(variant: str, catalog: Server, path: str, args: argparse.Namespace,
     env = {**GOVERNED, "ICEGOV__AUDIT__FILE": str(audit_file),
            "ICEGOV__CATALOG_URI": catalog.url, **extra}
     with server(command, port, env) as proxy:
-        bare = variant.startswith("bare/")  # relays the token request too: no icegov token
+        bare = variant.startswith("bare")  # relays the token request too: no icegov token
         headers = {"authorization": "Bearer bare"} if bare else admin_headers(proxy.url)
         sides = {"direct": catalog, "icegov": proxy}
         for clients in args.clients:

@@ -12,11 +12,15 @@ for safe methods (GET, HEAD, OPTIONS); any other request fails with ``ReadError`
 that may or may not have been seen is never sent twice). Connections idle for longer than
 ``STALE_AFTER_SECONDS`` are not used for such requests at all, which keeps that race away from
 backings whose keep-alive timeout is a few seconds (uvicorn's is 5).
+
+Requests that find the pool full wait in line: a connection that comes free is handed to the
+first one waiting for its origin, so a newcomer never overtakes them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 from collections import deque
 from collections.abc import AsyncIterator
@@ -38,7 +42,7 @@ class HttptoolsTransport(httpx.AsyncBaseTransport):
         self._connections: set[H1Connection] = set()
         self._idle: dict[Origin, list[H1Connection]] = {}
         self._connecting = 0
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._waiters: deque[tuple[Origin, asyncio.Future[H1Connection | None]]] = deque()
         self._tls: ssl.SSLContext | None = None
         self._closed = False
 
@@ -68,7 +72,7 @@ class HttptoolsTransport(httpx.AsyncBaseTransport):
         self._connections.clear()
         self._idle.clear()
         while self._waiters:
-            waiter = self._waiters.popleft()
+            _, waiter = self._waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)
 
@@ -98,7 +102,11 @@ class HttptoolsTransport(httpx.AsyncBaseTransport):
             if len(self._connections) + self._connecting < self._limit:
                 return await self._connect(origin, timeouts.get("connect"))
             if not self._close_an_idle_connection():
-                await self._wait_for_a_slot(deadline)
+                handed = await self._wait_for_a_slot(origin, deadline)
+                if handed is not None:
+                    if not fresh and not handed.closed:
+                        return handed
+                    self._drop(handed)
 
     def _take_idle(self, origin: Origin, retryable: bool) -> H1Connection | None:
         idle = self._idle.get(origin)
@@ -118,26 +126,44 @@ class HttptoolsTransport(httpx.AsyncBaseTransport):
                 return True
         return False
 
-    async def _wait_for_a_slot(self, deadline: float | None) -> None:
-        loop = asyncio.get_running_loop()
-        waiter = loop.create_future()
-        self._waiters.append(waiter)
+    async def _wait_for_a_slot(self, origin: Origin,
+                               deadline: float | None) -> H1Connection | None:
+        """Wait in line: a connection to ``origin`` handed over as it comes free, or None when
+        a slot (or another origin's idle connection) came free."""
+        waiter: asyncio.Future[H1Connection | None] = asyncio.get_running_loop().create_future()
+        entry = (origin, waiter)
+        self._waiters.append(entry)
         try:
             async with asyncio.timeout_at(deadline):
-                await waiter
-        except TimeoutError:
-            raise httpx.PoolTimeout("no connection to the backing came free in time") from None
-        except BaseException:
-            if waiter.done():  # woken but leaving: pass the turn on
-                self._wake_one()
+                return await waiter
+        except BaseException as exc:
+            if waiter.done() and not waiter.cancelled():  # served, but leaving: pass it on
+                handed = waiter.result()
+                if handed is None:
+                    self._wake_one()
+                else:
+                    self._offer(handed)
+            with contextlib.suppress(ValueError):
+                self._waiters.remove(entry)
+            if isinstance(exc, TimeoutError):
+                raise httpx.PoolTimeout("no connection to the backing came free in time") from None
             raise
-        finally:
-            if not waiter.done():
-                self._waiters.remove(waiter)
+
+    def _offer(self, connection: H1Connection) -> None:
+        """A reusable connection: to the first request waiting for its origin, else idle."""
+        while self._waiters and self._waiters[0][1].done():
+            self._waiters.popleft()
+        for entry in self._waiters:
+            if entry[0] == connection.origin and not entry[1].done():
+                self._waiters.remove(entry)
+                entry[1].set_result(connection)
+                return
+        self._idle.setdefault(connection.origin, []).append(connection)
+        self._wake_one()
 
     def _wake_one(self) -> None:
         while self._waiters:
-            waiter = self._waiters.popleft()
+            _, waiter = self._waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)
                 return
@@ -176,8 +202,7 @@ class HttptoolsTransport(httpx.AsyncBaseTransport):
         """An exchange's response was closed: keep the connection if it can serve another."""
         if connection.reusable() and not self._closed:
             connection.finish()
-            self._idle.setdefault(connection.origin, []).append(connection)
-            self._wake_one()
+            self._offer(connection)
         else:
             self._drop(connection)
 

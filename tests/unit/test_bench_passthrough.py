@@ -32,12 +32,12 @@ NUMBER = r"[-+]?\d+\.\d+|[-+]?\d+|nan"
 
 def test_quick_sweep_prints_a_row_per_variant_and_client_count(
         capsys: pytest.CaptureFixture[str]) -> None:
-    bench.main(["--quick", "--variants", "cli,httpx/httptools/uvloop/w2"])
+    variants = ["cli/w2", "httptools/httptools/uvloop/w2", "bare-httptools/h11/asyncio/w1"]
+    bench.main(["--quick", "--variants", ",".join(variants)])
     rows = [line for line in capsys.readouterr().out.splitlines()
-            if line.startswith("| cli |") or line.startswith("| httpx/")]
+            if line.split(" | ")[0].lstrip("| ") in variants]
     assert [tuple(r.split(" | ")[:2]) for r in rows] == [
-        ("| cli", "1"), ("| cli", "8"),
-        ("| httpx/httptools/uvloop/w2", "1"), ("| httpx/httptools/uvloop/w2", "8")]
+        (f"| {variant}", clients) for variant in variants for clients in ("1", "8")]
     for line in rows:
         cells = [c.strip() for c in line.strip("|").split("|")][2:]
         assert len(cells) == 10 and all(re.fullmatch(NUMBER, c) for c in cells), line
@@ -54,6 +54,20 @@ def test_variant_command_lines() -> None:
     assert env == {bench.TRANSPORT_ENV: "aiohttp"}
     command, env = bench.proxy_command("cli", 9999)
     assert "serve" in command and env == {}
+    assert command[command.index("--workers") + 1] == "1"
+    command, env = bench.proxy_command("cli/w2", 9999)
+    assert "serve" in command and command[command.index("--workers") + 1] == "2" and env == {}
+    command, env = bench.proxy_command("bare-httptools/httptools/uvloop/w1", 9999)
+    assert env == {bench.TRANSPORT_ENV: "bare-httptools"}
+
+
+def test_variant_transports() -> None:
+    from proxy.backing.forward import AiohttpTransport
+    from proxy.backing.httptools_transport import HttptoolsTransport
+
+    assert isinstance(bench.transport_for("aiohttp", 4), AiohttpTransport)
+    assert isinstance(bench.transport_for("httptools", 4), HttptoolsTransport)
+    assert isinstance(bench.transport_for("httpx", 4), httpx.AsyncHTTPTransport)
 
 
 def test_cpu_seconds_counts_this_process() -> None:

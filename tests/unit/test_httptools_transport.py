@@ -130,6 +130,16 @@ def test_switching_protocols_is_refused() -> None:
     run_with("httptools", (Answer(upgrade),), steps)
 
 
+def test_requests_waiting_for_a_full_pool_are_served_in_turn() -> None:
+    async def steps(transport: httpx.AsyncBaseTransport, backing: ScriptedBacking) -> None:
+        await asyncio.gather(*(fetch(transport, httpx.Request(
+            "GET", backing.url(), headers=[(b"x-turn", b"%d" % turn)])) for turn in range(6)))
+
+    backing = run_with("httptools", (), steps, max_connections=1)
+    turns = [head.split(b"x-turn: ")[1].split(b"\r\n")[0] for _, head, _ in backing.requests]
+    assert turns == [b"%d" % turn for turn in range(6)] and backing.connections == 1
+
+
 def test_a_cancelled_exchange_frees_its_connection_and_slot() -> None:
     async def steps(transport: httpx.AsyncBaseTransport, backing: ScriptedBacking) -> None:
         held = asyncio.ensure_future(fetch(transport, httpx.Request("GET", backing.url())))
