@@ -47,6 +47,7 @@ from proxy.read_context import TableReader
 from proxy.read_views import ReadViews
 from proxy.routes import RouteTable
 from proxy.settings import Settings
+from proxy.view_handler import ViewHandlers
 
 EMBEDDED_BASE_URL = "http://embedded-catalog"
 
@@ -170,12 +171,14 @@ def _handlers(forwarder: Forwarder, authorizer: PolicyAuthorizer, config: Config
     async def oauth_tokens(inbound: InboundRequest, _: Admission) -> Response:
         return await token_endpoint(inbound)
 
+    views = ViewHandlers(forwarder, authorizer)
     return {
         "get_config": config.get_config,
         "oauth_tokens": oauth_tokens,
         "list_namespaces": listing.list_namespaces,
         "list_tables": listing.list_tables,
         "list_views": listing.list_views,
+        "load_view": views.load_view,
         "commit_table": commits.commit_table,
         "commit_transaction": commits.commit_transaction,
     }

@@ -95,7 +95,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", _NS + "/views", "list_views", owned=True),
     Endpoint("POST", _NS + "/views", "create_view", json_body=True),
     Endpoint("POST", _NS + "/register-view", "register_view", json_body=True),
-    Endpoint("GET", _VIEW, "load_view"),
+    Endpoint("GET", _VIEW, "load_view", owned=True),
     Endpoint("HEAD", _VIEW, "view_exists"),
     Endpoint("POST", _VIEW, "replace_view", commit=True, json_body=True),
     Endpoint("DELETE", _VIEW, "drop_view"),

@@ -147,6 +147,12 @@ class PolicyAuthorizer:
         subjects = decisions.subjects_of(self.policy, principal)
         return not self.policy.index.reads.subjects.isdisjoint(subjects)
 
+    def hidden_names(self, principal: Principal) -> frozenset[str]:
+        """Lowercased names that the principal's column rules (SELECT denies, masks) end in:
+        what a view's definition must not name for the principal to load it."""
+        subjects = decisions.subjects_of(self.policy, principal)
+        return self.policy.index.reads.named_segments(subjects)
+
     def same_restrictions(self, source: Resource, destination: Resource) -> bool:
         """True when no subject's column or row rules differ between the two tables."""
         return decisions.same_restrictions(self.policy, source, destination)

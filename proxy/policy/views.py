@@ -196,6 +196,20 @@ class ReadIndex:
             self._combined[key] = found
         return found
 
+    def named_segments(self, subjects: Iterable[str]) -> frozenset[str]:
+        """The literal last segments of ``subjects``' column rules (SELECT denies and masks),
+        lowercased: the names of the columns, tables or namespaces they hide or mask."""
+        names: set[str] = set()
+        for subject in subjects:
+            bucket = self._columns.get(subject)
+            if bucket is None:
+                continue
+            for rules in (*bucket.exact.values(), *bucket.wild.values()):
+                names.update(rule.pattern.segments[-1].lower() for rule in rules
+                             if not rule.pattern.open and rule.pattern.segments
+                             and rule.pattern.segments[-1] is not None)
+        return frozenset(names)
+
     def table_rules(self, subjects: Iterable[str], table: Resource) -> TableRules:
         """Gather what restricts ``table`` for ``subjects`` (all of a principal's subjects)."""
         parts = table.parts
