@@ -42,7 +42,7 @@ class ListingHandlers:
         if principal is None:  # listings need a caller; nothing to filter without one
             upstream = await self._forwarder.exchange(inbound)
             return relayed(upstream, upstream.content)
-        binding = f"{principal.name}\0{admission.catalog}\0{inbound.raw_path.decode('latin-1')}"
+        binding = _binding(principal, admission.catalog, inbound)
         upstream, body = await self._first_page(inbound, binding, key)
         if body is None:
             return relayed(upstream, upstream.content)
@@ -98,6 +98,15 @@ def _listing(content: bytes, key: str) -> dict[str, Any]:
     if not isinstance(entries, list):
         raise BackingUnavailable("the backing catalog's listing is unreadable")
     return dict(body)
+
+
+def _binding(principal: Principal, catalog: str, inbound: InboundRequest) -> str:
+    """What a page token is sealed to: the caller, the catalog and the listing (its path and
+    every query parameter but the page's own)."""
+    listing = sorted((k, v) for k, v in parse_qsl(inbound.query_string.decode("latin-1"),
+                                                  keep_blank_values=True)
+                     if k not in ("pageToken", "pageSize"))
+    return json.dumps([principal.name, catalog, inbound.raw_path.decode("latin-1"), listing])
 
 
 def _token(query: bytes) -> str | None:

@@ -342,6 +342,8 @@ def test_page_tokens_open_only_for_their_caller_and_listing() -> None:
                 (analyst, "/v1/namespaces", "icg1." + "A" * 5000)]:  # huge
             assert_error_model(client.get(path, params={"pageToken": token}, headers=headers),
                                400)
+        assert_error_model(client.get("/v1/namespaces", params={
+            "parent": "demo", "pageToken": sealed}, headers=analyst), 400)  # another parent's
         assert len(upstream.seen) == seen, "a token that does not open is never forwarded"
         assert client.get("/v1/namespaces", params={"pageToken": sealed},
                           headers=analyst).status_code == 200
