@@ -28,6 +28,7 @@ from proxy.commits.limits import CommitLimits
 from proxy.commits.retry import CommitRetry
 from proxy.idempotency.settings import IdempotencySettings
 from proxy.identity.settings import IdentitySettings
+from proxy.keys import check_key
 from proxy.planning.settings import PlanningSettings
 from proxy.policy.settings import PolicySettings
 from proxy.resources import is_plain_name
@@ -151,6 +152,14 @@ class Settings(BaseSettings):
     def _object_store_warehouse_has_a_database(self) -> Settings:
         if self.embedded and self.object_store_warehouse and not self.catalog_db_uri:
             raise ValueError(NO_DATABASE_FOR_OBJECT_STORE)
+        return self
+
+    @model_validator(mode="after")
+    def _audit_key_strong(self) -> Settings:
+        """The audit HMAC key icegov seals with: as strong as every other key (``verify``
+        takes any key, so that old streams stay checkable)."""
+        if self.audit.hmac_key is not None:
+            check_key(self.audit.hmac_key.get_secret_value(), "audit hmac_key")
         return self
 
     @model_validator(mode="after")

@@ -241,10 +241,13 @@ def test_deployment_settings_load_and_the_placeholder_key_is_refused(
     with pytest.raises(SettingsError, match="task_key must be at least 32 bytes"):
         load_settings()  # and the plan-task key's placeholder too
     clean_env.setenv("ICEGOV__PLANNING__TASK_KEY", GOOD_KEY[::-1])
+    with pytest.raises(SettingsError, match="audit hmac_key must be at least 32 bytes"):
+        load_settings()  # and the audit key's placeholder too
+    clean_env.setenv("ICEGOV__AUDIT__HMAC_KEY", "h" * 40)
     settings = load_settings()
     assert settings.catalog_db_uri == secret["database-uri"]
     assert settings.idempotency.db_uri == secret["database-uri"]
-    assert settings.planning.task_key is not None
+    assert settings.planning.task_key is not None and settings.audit.hmac_key is not None
     assert settings.policy.model_path == Path(env["ICEGOV__POLICY__MODEL_PATH"])
     assert settings.embedded
 
