@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,29 +23,14 @@ from proxy.audit.chain import GENESIS, Link
 from proxy.audit.files import rotated_files
 from proxy.audit.verify import Broken, Intact, verify
 from proxy.cli import main
-from proxy.logs import reset_logging
+from tests.support.audit import AuditDisk, a_record, no_icegov_environment, written  # noqa: F401
 from tests.support.settings import settings_for_tests
 from tests.support.upstream import UPSTREAM, Upstream
 
 KEY = "the-audit-key"
 
 
-@pytest.fixture(autouse=True)
-def no_icegov_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in list(os.environ):
-        if name.upper().startswith("ICEGOV__"):
-            monkeypatch.delenv(name)
-    yield
-    reset_logging()
-
-
-def written(path: Path, count: int, **settings: Any) -> Path:
-    audit = AuditLog(AuditSettings(stdout=False, file=path, **settings))
-    for n in range(count):
-        audit.write(AuditRecord(request_id=f"r{n}", method="POST", path=f"/v1/x/{n}",
-                                endpoint="commit_table", decision="allow", status=200))
-    audit.close()
-    return path
+pytestmark = pytest.mark.usefixtures("no_icegov_environment")  # no ICEGOV__* of the shell
 
 
 def lines_of(path: Path) -> list[bytes]:
@@ -91,7 +74,8 @@ def resealed_from_scratch(path: Path, **changes: Any) -> None:
     pytest.param(lambda line: line.replace(b'{"actions"', b'{"decision":"deny","actions"', 1),
                  id="a repeated key, read first by first-wins parsers"),
     pytest.param(lambda line: line.replace(b'"schema":', b'"schema" :', 1), id="a space"),
-    pytest.param(lambda line: line.replace(b"/v1/x/", b"\\/v1\\/x\\/", 1), id="an escape"),
+    pytest.param(lambda line: line.replace(b"/v1/namespaces/", b"\\/v1\\/namespaces\\/", 1),
+                 id="an escape"),
     pytest.param(lambda line: line[:-1] + b"\r\n", id="a CRLF ending"),
     pytest.param(lambda line: json.dumps(dict(reversed(json.loads(line).items())),
                                          separators=(",", ":")).encode() + b"\n",

@@ -12,26 +12,13 @@ from typing import Any
 
 import pytest
 
-from proxy.audit import AuditLog, AuditRecord, AuditSettings, AuditUnavailable
+from proxy.audit import AuditLog, AuditSettings, AuditUnavailable
 from proxy.audit import files as audit_files
 from proxy.audit.files import AuditFile, rotated_files
 from proxy.audit.verify import Broken, Intact, NeedsKey, verify
+from tests.support.audit import AuditDisk, a_record, no_icegov_environment, written  # noqa: F401
 
 ZEROS = "0" * 64
-
-
-def a_record(n: int, method: str = "GET", endpoint: str = "load_table") -> AuditRecord:
-    return AuditRecord(request_id=f"req-{n}", method=method, path=f"/v1/namespaces/db/tables/t{n}",
-                       endpoint=endpoint, decision="allow", status=200)
-
-
-def written(path: Path, count: int, **settings: Any) -> Path:
-    """``count`` records written to ``path`` by a fresh audit log (then closed)."""
-    audit = AuditLog(AuditSettings(stdout=False, file=path, **settings))
-    for n in range(count):
-        audit.write(a_record(n))
-    audit.close()
-    return path
 
 
 def lines_of(path: Path) -> list[str]:

@@ -4,10 +4,7 @@ fail-closed refusal of mutating requests while the audit cannot be written."""
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import jsonschema
@@ -16,40 +13,21 @@ from click.testing import CliRunner, Result
 from starlette.testclient import TestClient
 
 from proxy.app import Backing, create_app
-from proxy.audit import AuditLog, AuditRecord, AuditSettings
-from proxy.audit import files as audit_files
+from proxy.audit import AuditSettings
 from proxy.audit.files import rotated_files
 from proxy.audit.schema import record_schema
 from proxy.cli import main
-from proxy.logs import reset_logging
+from tests.support.audit import AuditDisk, a_record, no_icegov_environment, written  # noqa: F401
 from tests.support.errors import assert_error_model
 from tests.support.settings import ADMIN, settings_for_tests
 from tests.support.upstream import UPSTREAM, Upstream
 
-
-@pytest.fixture(autouse=True)
-def no_icegov_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in list(os.environ):
-        if name.upper().startswith("ICEGOV__"):
-            monkeypatch.delenv(name)
-    yield
-    reset_logging()
+pytestmark = pytest.mark.usefixtures("no_icegov_environment")  # no ICEGOV__* of the shell
 
 
 def icegov(*args: str, **env: str) -> Result:
     return CliRunner().invoke(main, list(args), env=env)
 
-
-def written(path: Path, count: int, **settings: Any) -> Path:
-    audit = AuditLog(AuditSettings(stdout=False, file=path, **settings))
-    for n in range(count):
-        audit.write(AuditRecord(request_id=f"r{n}", method="GET", path="/v1/config",
-                                endpoint="get_config", decision="allow", status=200))
-    audit.close()
-    return path
-
-
-# the command
 
 def test_verify_an_intact_stream_exits_0_with_a_summary(tmp_path: Path) -> None:
     log = written(tmp_path / "audit.log", 3)
@@ -142,23 +120,6 @@ def test_the_schema_rejects_a_record_without_its_chain_fields() -> None:
 
 
 # fail closed
-
-class AuditDisk:
-    """Makes every write to the audit file fail while ``full`` is set."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.full = False
-        self.fail_next = 0  # this many writes fail, then the disk is fine again
-        real = audit_files._write_all
-
-        def write_all(handle: Any, data: bytes) -> None:
-            if self.full or self.fail_next:
-                self.fail_next = max(0, self.fail_next - 1)
-                raise OSError(28, "No space left on device")
-            real(handle, data)
-
-        monkeypatch.setattr(audit_files, "_write_all", write_all)
-
 
 def test_fail_closed_refuses_changes_while_the_audit_cannot_be_written(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,10 +8,8 @@ ordinary tests, so they stay refused.
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +22,16 @@ from starlette.testclient import TestClient
 from structlog.testing import capture_logs
 
 from proxy.app import Backing, create_app
-from proxy.audit import AuditLog, AuditRecord, AuditSettings
-from proxy.audit import files as audit_files
+from proxy.audit import AuditSettings
 from proxy.audit.chain import GENESIS, canonical, digest
 from proxy.audit.files import rotated_files
 from proxy.audit.log import is_mutating
 from proxy.audit.verify import Broken, Intact, verify
 from proxy.cli import main
 from proxy.keys import PUBLISHED_KEYS
-from proxy.logs import reset_logging
 from proxy.planning.settings import PlanningSettings
 from proxy.routes import ENDPOINTS
+from tests.support.audit import AuditDisk, a_record, no_icegov_environment, written  # noqa: F401
 from tests.support.errors import assert_error_model
 from tests.support.settings import settings_for_tests
 from tests.support.upstream import UPSTREAM, Upstream
@@ -42,26 +39,7 @@ from tests.support.upstream import UPSTREAM, Upstream
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
-def no_icegov_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in list(os.environ):
-        if name.upper().startswith("ICEGOV__"):
-            monkeypatch.delenv(name)
-    yield
-    reset_logging()
-
-
-def a_record(n: int) -> AuditRecord:
-    return AuditRecord(request_id=f"req-{n}", method="POST", path=f"/v1/namespaces/db/tables/t{n}",
-                       endpoint="commit_table", decision="allow", status=200)
-
-
-def written(path: Path, count: int, **settings: Any) -> Path:
-    audit = AuditLog(AuditSettings(stdout=False, file=path, **settings))
-    for n in range(count):
-        audit.write(a_record(n))
-    audit.close()
-    return path
+pytestmark = pytest.mark.usefixtures("no_icegov_environment")  # no ICEGOV__* of the shell
 
 
 def lines_of(path: Path) -> list[bytes]:
@@ -222,23 +200,6 @@ def test_a_resumed_chain_does_not_trust_a_forged_last_line_silently(tmp_path: Pa
 # --------------------------------------------------------------- fail closed
 
 
-class DeadDisk:
-    """Every write to the audit file fails while ``full``; ``fail_next`` fails that many."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.full = False
-        self.fail_next = 0
-        real = audit_files._write_all
-
-        def write_all(handle: Any, data: bytes) -> None:
-            if self.full or self.fail_next:
-                self.fail_next = max(0, self.fail_next - 1)
-                raise OSError(28, "No space left on device")
-            real(handle, data)
-
-        monkeypatch.setattr(audit_files, "_write_all", write_all)
-
-
 def fail_closed_client(tmp: Path, upstream: Upstream) -> TestClient:
     settings = settings_for_tests(tmp, anonymous_admin=True, catalog_uri=UPSTREAM)
     audit = AuditSettings(stdout=False, file=tmp / "audit.log", fail_closed=True)
@@ -287,7 +248,7 @@ def test_every_endpoint_that_can_change_the_catalog_counts_as_mutating() -> None
 @pytest.mark.parametrize("endpoint", MUTATING, ids=lambda e: e.name)
 def test_fail_closed_refuses_every_mutating_endpoint_while_the_audit_is_down(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, endpoint: Any) -> None:
-    disk = DeadDisk(monkeypatch)
+    disk = AuditDisk(monkeypatch)
     upstream = Upstream()
     with fail_closed_client(tmp_path, upstream) as client:
         disk.full = True
@@ -308,7 +269,7 @@ NO_EVIDENCE = [e for e in MUTATING if e.name not in ("commit_table", "commit_tra
 @pytest.mark.parametrize("endpoint", NO_EVIDENCE, ids=lambda e: e.name)
 def test_fail_closed_a_sink_dying_at_the_advance_record_stops_every_change(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, endpoint: Any) -> None:
-    disk = DeadDisk(monkeypatch)
+    disk = AuditDisk(monkeypatch)
     upstream = Upstream()
     with fail_closed_client(tmp_path, upstream) as client:
         assert client.get("/v1/namespaces/db").status_code == 200  # healthy
@@ -324,7 +285,7 @@ def test_fail_closed_a_sink_dying_at_the_advance_record_stops_every_change(
 
 def test_fail_closed_refusals_carry_nothing_of_the_record_or_the_os_error(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    disk = DeadDisk(monkeypatch)
+    disk = AuditDisk(monkeypatch)
     with fail_closed_client(tmp_path, Upstream()) as client:
         disk.full = True
         client.get("/v1/namespaces/db")

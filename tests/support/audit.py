@@ -1,0 +1,59 @@
+"""Audit-log helpers for the tests: records, a written chain, a disk that fails on demand, and
+a clean ``ICEGOV__*`` environment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proxy.audit import AuditLog, AuditRecord, AuditSettings
+from proxy.audit import files as audit_files
+from proxy.logs import reset_logging
+
+
+def a_record(n: int, method: str = "GET", endpoint: str = "load_table") -> AuditRecord:
+    """The ``n``-th of a run of allowed requests."""
+    return AuditRecord(request_id=f"req-{n}", method=method, path=f"/v1/namespaces/db/tables/t{n}",
+                       endpoint=endpoint, decision="allow", status=200)
+
+
+def written(path: Path, count: int, method: str = "GET", endpoint: str = "load_table",
+            **settings: Any) -> Path:
+    """``count`` records written to ``path`` by a fresh audit log (then closed)."""
+    audit = AuditLog(AuditSettings(stdout=False, file=path, **settings))
+    for n in range(count):
+        audit.write(a_record(n, method, endpoint))
+    audit.close()
+    return path
+
+
+class AuditDisk:
+    """Every write to the audit file fails while ``full``; ``fail_next`` writes fail, then
+    the disk is fine again."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.full = False
+        self.fail_next = 0
+        real = audit_files._write_all
+
+        def write_all(handle: Any, data: bytes) -> None:
+            if self.full or self.fail_next:
+                self.fail_next = max(0, self.fail_next - 1)
+                raise OSError(28, "No space left on device")
+            real(handle, data)
+
+        monkeypatch.setattr(audit_files, "_write_all", write_all)
+
+
+@pytest.fixture()
+def no_icegov_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No ``ICEGOV__*`` variable of the caller's shell reaches the test; logging reset after."""
+    for name in list(os.environ):
+        if name.upper().startswith("ICEGOV__"):
+            monkeypatch.delenv(name)
+    yield
+    reset_logging()
