@@ -16,7 +16,8 @@ from starlette.routing import Route
 from proxy.admission import Admission
 from proxy.audit import AuditLog
 from proxy.backing.auth import backing_auth_from_settings
-from proxy.backing.forward import AiohttpTransport, Forwarder
+from proxy.backing.forward import Forwarder
+from proxy.backing.httptools_transport import HttptoolsTransport
 from proxy.backing.offers import BackingOffers
 from proxy.commit_handler import CommitHandlers
 from proxy.commits import check_classification_complete
@@ -68,7 +69,7 @@ class Backing:
 def connect_backing(settings: Settings) -> Backing:
     """A remote catalog over a pooled HTTP transport, or the embedded one in-process."""
     if settings.catalog_uri is not None:
-        transport = AiohttpTransport(settings.max_connections)
+        transport = HttptoolsTransport(settings.max_connections)  # benchmarks/README.md
         return Backing(transport, settings.catalog_uri, [transport.aclose])
     from proxy.catalog import EmbeddedCatalog
 
