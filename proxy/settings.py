@@ -90,7 +90,7 @@ class Settings(BaseSettings):
         default=None, description="SQLAlchemy URI of the embedded catalog's database."
     )
     file_io: dict[str, str] = Field(
-        default_factory=dict,
+        default_factory=dict, repr=False,  # may hold storage keys
         description="FileIO properties icegov reads table files with (metadata, manifests, "
                     "delete files), e.g. s3.endpoint, s3.region, s3.access-key-id, "
                     "s3.secret-access-key; the backing catalog's per-table config wins over "
