@@ -102,3 +102,8 @@ def test_catalog_names_must_be_plain_names(monkeypatch: pytest.MonkeyPatch, vari
     monkeypatch.setenv(variable, value)
     with pytest.raises(SettingsError, match="not a plain name"):
         load_settings()
+
+
+def test_storage_keys_in_file_io_never_show_in_a_settings_repr() -> None:
+    settings = load_settings(file_io={"s3.secret-access-key": "the-storage-secret"})
+    assert "the-storage-secret" not in repr(settings) and "the-storage-secret" not in str(settings)

@@ -60,8 +60,3 @@ def test_the_runtime_directory_and_variables_live_as_long_as_the_workers() -> No
         assert Path(os.environ[METRICS_DIR]).is_dir()
     assert not runtime.exists() and in_worker() is None
     assert "ICEGOV__PORT" not in os.environ
-
-
-def test_storage_keys_in_file_io_never_show_in_a_settings_repr() -> None:
-    settings = load_settings(file_io={"s3.secret-access-key": "the-storage-secret"})
-    assert "the-storage-secret" not in repr(settings) and "the-storage-secret" not in str(settings)
