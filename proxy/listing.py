@@ -10,7 +10,7 @@ import httpx
 from starlette.responses import Response
 
 from proxy.admission import Admission
-from proxy.backing.forward import Forwarder, relayed
+from proxy.backing.forward import Forwarder, relayed_answer
 from proxy.errors import BackingUnavailable
 from proxy.governance import Authorizer, Principal
 from proxy.inbound import InboundRequest
@@ -41,11 +41,11 @@ class ListingHandlers:
         principal = admission.principal
         if principal is None:  # listings need a caller; nothing to filter without one
             upstream = await self._forwarder.exchange(inbound)
-            return relayed(upstream, upstream.content)
+            return relayed_answer(upstream, upstream.content)
         binding = _binding(principal, admission.catalog, inbound)
         upstream, body = await self._first_page(inbound, binding, key)
         if body is None:
-            return relayed(upstream, upstream.content)
+            return relayed_answer(upstream, upstream.content)
         visible = self._visible_entries(principal, admission.catalog, body[key], resource_of)
         pages, tokens = 1, {_token(inbound.query_string)}
         while (body[key] and not visible and body.get("next-page-token")
@@ -55,19 +55,19 @@ class ListingHandlers:
             query = _with_page_token(inbound.query_string, str(body["next-page-token"]))
             following = await self._forwarder.fetch(inbound.raw_path, query, inbound.headers)
             if following.status_code != 200:
-                return relayed(following, following.content)
+                return relayed_answer(following, following.content)
             body, pages = _listing(following.content, key), pages + 1
             visible = self._visible_entries(principal, admission.catalog, body[key], resource_of)
         body[key] = visible
         if body.get("next-page-token"):
             body["next-page-token"] = self._tokens.seal(str(body["next-page-token"]), binding)
-        return relayed(upstream, json.dumps(body, separators=(",", ":")).encode())
+        return relayed_answer(upstream, json.dumps(body, separators=(",", ":")).encode())
 
     async def _first_page(self, inbound: InboundRequest, binding: str, key: str
                           ) -> tuple[httpx.Response, dict[str, Any] | None]:
         """The backing's answer to the caller's request, its sealed page token opened; and
         its listing when it is one (200)."""
-        sealed = _token(inbound.query_string)
+        sealed = inbound.query("pageToken")  # 400 when repeated: the backing reads one of them
         if sealed:
             query = _with_page_token(inbound.query_string, self._tokens.open(sealed, binding))
             upstream = await self._forwarder.fetch(inbound.raw_path, query, inbound.headers)

@@ -20,7 +20,7 @@ from pyiceberg.table.metadata import TableMetadataUtil
 from starlette.responses import JSONResponse, Response
 
 from proxy.admission import Admission
-from proxy.backing.forward import Forwarder, relayed
+from proxy.backing.forward import Forwarder, relayed_answer
 from proxy.errors import BackingFailed, Forbidden
 from proxy.governance import Principal
 from proxy.inbound import InboundRequest
@@ -126,7 +126,7 @@ class LoadTableHandler:
         if principal is None or not self._answers.restricted(principal, table):
             return await self._forwarder.forward(inbound)
         upstream = await self._forwarder.exchange(inbound)
-        return await self._answers.project_response(relayed(upstream, upstream.content),
+        return await self._answers.project_response(relayed_answer(upstream, upstream.content),
                                                     inbound, admission, table,
                                                     keep_location=False)
 
@@ -138,5 +138,5 @@ class LoadTableHandler:
             return await self._forwarder.forward(inbound)
         self._answers.refuse_hidden_layout(principal, table, inbound.json())
         upstream = await self._forwarder.exchange(inbound)
-        response = relayed(upstream, upstream.content)
+        response = relayed_answer(upstream, upstream.content)
         return await self._answers.project_response(response, inbound, admission, table)

@@ -20,7 +20,7 @@ from typing import Any
 from starlette.responses import Response
 
 from proxy.admission import Admission
-from proxy.backing.forward import Forwarder, relayed
+from proxy.backing.forward import Forwarder, relayed_answer
 from proxy.errors import BackingUnavailable, Forbidden
 from proxy.inbound import InboundRequest
 from proxy.policy import PolicyAuthorizer
@@ -45,14 +45,18 @@ class ViewHandlers:
             assert principal is not None
             raise Forbidden(f"{principal.name} may not load this view: its definition names "
                             "columns or tables hidden from it")
-        return relayed(upstream, upstream.content)
+        return relayed_answer(upstream, upstream.content)
 
 
 def names_any(metadata: dict[str, Any], hidden: frozenset[str]) -> bool:
-    """Whether a schema field or a word of a SQL representation of ``metadata`` (view metadata
-    JSON) is one of the ``hidden`` (lowercased) names."""
+    """Whether a schema field (or a word of its doc), a word of a SQL representation or a word
+    of a property value of ``metadata`` (view metadata JSON) is one of the ``hidden``
+    (lowercased) names."""
     names = {name.lower() for name in _field_names(metadata.get("schemas"))}
     texts = [sql.lower() for sql in _sql_texts(metadata.get("versions"))]
+    properties = metadata.get("properties")  # e.g. Spark's spark.query-column-names
+    if isinstance(properties, dict):
+        texts += [str(value).lower() for value in properties.values()]
     names.update(word.lower() for text in texts for word in _WORD.findall(text))
     if not names.isdisjoint(hidden):
         return True
@@ -76,8 +80,9 @@ def _field_names(node: Any) -> Iterator[str]:
         for item in node:
             yield from _field_names(item)
     elif isinstance(node, dict):
-        if isinstance(node.get("name"), str):
-            yield node["name"]
+        for key in ("name", "doc"):
+            if isinstance(node.get(key), str):
+                yield from _WORD.findall(node[key]) if key == "doc" else (node[key],)
         for key in ("fields", "type", "element", "key", "value"):
             if key in node and not isinstance(node[key], str):
                 yield from _field_names(node[key])

@@ -294,6 +294,15 @@ def relayed(upstream: httpx.Response, body: bytes) -> Response:
     return response
 
 
+def relayed_answer(upstream: httpx.Response, body: bytes) -> Response:
+    """``relayed`` for an answer icegov read itself (not a commit's): a backing's 5xx is never
+    passed on (its text may name internals), it is a 502 like every forwarded one."""
+    if upstream.status_code >= 500:
+        log.warning("backing.server_error", status=upstream.status_code)
+        raise BackingFailed(f"the backing catalog failed with {upstream.status_code}")
+    return relayed(upstream, body)
+
+
 _RECOMPUTED = frozenset({b"content-length", b"content-encoding"})
 _BODILESS = frozenset({"GET", "HEAD", "DELETE"})
 

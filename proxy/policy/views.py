@@ -197,7 +197,7 @@ class ReadIndex:
         return found
 
     def named_segments(self, subjects: Iterable[str]) -> frozenset[str]:
-        """The literal last segments of ``subjects``' column rules (SELECT denies and masks),
+        """The last literal segments of ``subjects``' column rules (SELECT denies and masks),
         lowercased: the names of the columns, tables or namespaces they hide or mask."""
         names: set[str] = set()
         for subject in subjects:
@@ -205,9 +205,10 @@ class ReadIndex:
             if bucket is None:
                 continue
             for rules in (*bucket.exact.values(), *bucket.wild.values()):
+                # a rule ending in a wildcard (``….customers.*``) hides what lies beneath its
+                # last literal segment: that name stands for all of it
                 names.update(rule.pattern.segments[-1].lower() for rule in rules
-                             if not rule.pattern.open and rule.pattern.segments
-                             and rule.pattern.segments[-1] is not None)
+                             if rule.pattern.segments and rule.pattern.segments[-1] is not None)
         return frozenset(names)
 
     def table_rules(self, subjects: Iterable[str], table: Resource) -> TableRules:

@@ -95,10 +95,6 @@ def on_reference_only(proxy: Proxy) -> None:
         pytest.skip("the embedded catalog refuses a repeated pageToken itself (400)")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "proxy/listing.py ListingHandlers._first_page forwards the caller's query as it came "
-    "when its first pageToken is empty: the reference catalog reads the last, raw one (here "
-    "offset 1: the second namespace, hidden or not, is where the page starts)"))
 def test_a_raw_page_token_behind_an_empty_one_is_refused(proxy: Proxy) -> None:
     on_reference_only(proxy)
     with as_principal(proxy.url, ANALYST) as analyst:
@@ -106,9 +102,6 @@ def test_a_raw_page_token_behind_an_empty_one_is_refused(proxy: Proxy) -> None:
     assert_error_model(answer, 400)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "reference catalog: ?pageToken=&pageToken=-5 reaches the backing, whose 500 "
-    "IndexOutOfBoundsException icegov's listing relays as it came (client input, 5xx)"))
 def test_a_raw_negative_offset_is_no_server_error(proxy: Proxy) -> None:
     on_reference_only(proxy)
     with as_principal(proxy.url, ANALYST) as analyst:
@@ -146,9 +139,6 @@ def test_following_sealed_tokens_lists_exactly_the_visible_namespaces(
 # ----------------------------------------------------------------- loadView guard
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "proxy/view_handler.py names_any ignores view properties: Spark's "
-    "spark.query-column-names names the denied column of CREATE VIEW v (a, b) AS SELECT *"))
 def test_a_spark_aliased_star_view_does_not_name_the_denied_column(proxy: Proxy) -> None:
     create_view(proxy, spark_view("vstar", "SELECT * FROM r2b.people", ["a", "b"], {
         "spark.query-column-names": "id,ssn", "create_engine_version": "Spark 3.5.1"}))

@@ -58,10 +58,6 @@ def namespaces(entries: list[list[str]], following: Any) -> httpx.Response:
 # ================================================================ page tokens: findings
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "proxy/listing.py ListingHandlers._first_page: an empty first pageToken sends the caller's "
-    "query on as it came, so a second, raw pageToken reaches the backing unsealed (the "
-    "reference catalog's router and many servers take the last value)"))
 def test_a_raw_page_token_never_reaches_the_backing_behind_an_empty_one() -> None:
     upstream = Upstream(lambda _: namespaces([["demo"]], None))
     with client_for(upstream) as client:
@@ -108,12 +104,6 @@ def test_a_page_never_comes_short_while_more_follow() -> None:
     "/v1/cat/namespaces/demo/views/v",  # loadView of a principal under column rules
     "/v1/cat/namespaces/demo/tables/customers",  # loadTable of a restricted principal
 ])
-@pytest.mark.xfail(strict=True, reason=(
-    "proxy/listing.py, proxy/view_handler.py and proxy/load_handler.py answer with "
-    "proxy.backing.forward.relayed, which passes a backing 5xx on as it came (status and body: "
-    "internal paths, Java exception names); Forwarder.forward turns it into a bare 502. With "
-    "the reference catalog a client triggers it: ?pageToken=&pageToken=-5 is a 500 "
-    "IndexOutOfBoundsException"))
 def test_a_backing_server_error_behind_an_owned_endpoint_reveals_nothing(path: str) -> None:
     failure = httpx.Response(500, json={"error": {
         "message": "fromIndex = -5 at s3://internal-bucket/warehouse", "type":
@@ -376,10 +366,6 @@ SPARK_ALIASED_STAR = view_answer(  # what Spark writes for CREATE VIEW v (a, b, 
                 "create_engine_version": "Spark 3.5.1"})
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "proxy/view_handler.py names_any reads schema fields and SQL only: Spark stores the query's "
-    "own column names in the view property spark.query-column-names, so CREATE VIEW v (a, b, c) "
-    "AS SELECT * names the denied column ssn in an answer the analyst loads"))
 def test_a_spark_view_over_star_with_aliases_does_not_name_a_denied_column(
         tmp_path: Path) -> None:
     with ViewWorld(tmp_path) as world:
@@ -387,9 +373,6 @@ def test_a_spark_view_over_star_with_aliases_does_not_name_a_denied_column(
     assert "ssn" not in loaded.text
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "proxy/policy/views.py named_segments skips open patterns: with `icegov.demo.customers.*, "
-    "SELECT, deny` loadTable shows no column of customers, yet a view naming them all loads"))
 def test_a_wildcard_column_deny_keeps_its_columns_out_of_views(tmp_path: Path) -> None:
     rule = "p, analyst, icegov.demo.customers.*, SELECT, deny\n"
     with ViewWorld(tmp_path, rule) as world:
