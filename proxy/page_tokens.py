@@ -22,8 +22,9 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from proxy.errors import BadRequest
 
 PREFIX = "icg1."
-MAX_TOKEN_CHARS = 4096
+MAX_TOKEN_CHARS = 16_384
 _NONCE_BYTES = 12
+_BLOCK = 256  # sealed tokens' plaintext is padded to a multiple of this: lengths tell nothing
 
 
 class PageTokens:
@@ -36,7 +37,8 @@ class PageTokens:
     def seal(self, backing_token: str, binding: str) -> str:
         """The token to hand the caller for ``backing_token``, bound to ``binding``."""
         nonce = os.urandom(_NONCE_BYTES)
-        sealed = self._aead.encrypt(nonce, backing_token.encode("utf-8"), binding.encode())
+        sealed = self._aead.encrypt(nonce, _padded(backing_token.encode("utf-8")),
+                                    binding.encode())
         return PREFIX + base64.urlsafe_b64encode(nonce + sealed).decode("ascii").rstrip("=")
 
     def open(self, token: str, binding: str) -> str:
@@ -48,6 +50,21 @@ class PageTokens:
         try:
             raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
             plain = self._aead.decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], binding.encode())
-            return plain.decode("utf-8")
+            return _unpadded(plain).decode("utf-8")
         except (binascii.Error, ValueError, InvalidTag, UnicodeDecodeError) as exc:
             raise invalid from exc
+
+
+def _padded(token: bytes) -> bytes:
+    """``token`` behind its 2-byte length, zero-padded to a multiple of ``_BLOCK``."""
+    if len(token) > 0xFFFF:
+        raise BadRequest("the backing catalog's page token is too long")
+    body = len(token).to_bytes(2, "big") + token
+    return body + b"\0" * (-len(body) % _BLOCK)
+
+
+def _unpadded(plain: bytes) -> bytes:
+    size = int.from_bytes(plain[:2], "big")
+    if len(plain) < 2 + size:
+        raise ValueError("padding")
+    return plain[2:2 + size]

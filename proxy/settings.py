@@ -159,7 +159,12 @@ class Settings(BaseSettings):
         """The audit HMAC key icegov seals with: as strong as every other key (``verify``
         takes any key, so that old streams stay checkable)."""
         if self.audit.hmac_key is not None:
-            check_key(self.audit.hmac_key.get_secret_value(), "audit hmac_key")
+            audit_key = self.audit.hmac_key.get_secret_value()
+            check_key(audit_key, "audit hmac_key")
+            others = (self.identity.signing_key, self.planning.task_key)
+            if any(o is not None and o.get_secret_value() == audit_key for o in others):
+                raise ValueError("audit hmac_key must differ from the signing and plan-task "
+                                 "keys (whoever verifies the audit holds it)")
         return self
 
     @model_validator(mode="after")

@@ -68,10 +68,6 @@ def test_a_raw_page_token_never_reaches_the_backing_behind_an_empty_one() -> Non
     assert answer.status_code == 400
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "proxy/page_tokens.py PageTokens.seal: AES-GCM keeps the plaintext's length, so a sealed "
-    "token's length tells the backing token's length (the embedded catalog's is the last name "
-    "of the page, hidden entries included; an offset's digits count entries)"))
 def test_a_sealed_token_does_not_tell_the_length_of_what_it_seals() -> None:
     backing_tokens = iter(["b", "b_very_long_hidden_table_name_of_the_finance_team"])
     upstream = Upstream(lambda _: namespaces([["demo"]], next(backing_tokens)))
@@ -251,10 +247,6 @@ def test_a_short_audit_key_is_refused(tmp_path: Path) -> None:
         settings_with_keys(tmp_path, TEST_SIGNING_KEY, "t" * 40, "short-audit-key")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "proxy/settings.py Settings: nothing refuses one key for two purposes; the audit HMAC key "
-    "is handed to whoever runs `icegov audit verify`, and with it equal to signing_key they "
-    "can mint tokens for any principal (equal to task_key: forge plan tasks and page tokens)"))
 def test_the_audit_key_may_not_also_sign_tokens_or_plan_tasks(tmp_path: Path) -> None:
     shared = "one-key-for-everything-0123456789abcdef-xyz"
     with pytest.raises(ValueError):
