@@ -325,3 +325,35 @@ def test_a_killed_worker_is_replaced_in_its_slot_and_its_chain_resumes(
               if 'worker="' in line}
     assert labels <= {"0", "1"}
     assert audit_records(workers.audit_files()[0]) or audit_records(workers.audit_files()[1])
+
+
+@pytest.mark.parametrize("line", [
+    b"DELETE /v1/cat/namespaces/demo/tables/.. HTTP/1.1",
+    b"GET /v1/cat/namespaces/demo/tables/.. HTTP/1.1",
+    b"HEAD /v1/cat/namespaces/demo/tables/. HTTP/1.1",
+    b"DELETE /v1/cat/namespaces/demo/views/.. HTTP/1.1",
+    b"GET /v1/cat/namespaces/../tables/t HTTP/1.1",
+    b"DELETE /v1/cat/namespaces/demo%1F../tables/t HTTP/1.1",
+    b"GET /v1/../namespaces/demo/tables/t HTTP/1.1",
+    b"DELETE /v1/./namespaces/demo HTTP/1.1",
+    b"GET /v1/cat/namespaces/demo/tables/t/plan/.. HTTP/1.1",
+    b"DELETE /v1/cat/namespaces/demo/tables/t/plan/.. HTTP/1.1",
+])
+def test_dot_segments_never_reach_the_backing(tmp_path: Path, line: bytes) -> None:
+    """httpx's ``URL.copy_with(raw_path=...)`` (``Forwarder._url``) removes ``.`` and ``..``
+    segments, so a target with them would reach the backing as another path than the one
+    icegov authorized: icegov must refuse such names before forwarding anything."""
+    seen: list[bytes] = []
+
+    async def record(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and not scope["path"].endswith("/config"):
+            seen.append(scope["raw_path"])
+        await backing(scope, receive, send)
+
+    backing = streaming_backing(Streams())
+    with serve(record) as backing_url:
+        settings = settings_for_tests(tmp_path, anonymous_admin=True, catalog_uri=backing_url)
+        with serve(create_app(settings)) as url:
+            answer = raw_exchange(url, line + b"\r\nhost: x\r\nconnection: close\r\n\r\n")
+    assert answer.split(b" ")[1] in (b"400", b"404")
+    assert seen == []
