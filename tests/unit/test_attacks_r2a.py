@@ -19,7 +19,10 @@ from starlette.testclient import TestClient
 from proxy.app import create_app
 from proxy.audit import AuditLog, AuditSettings
 from proxy.audit.verify import Intact, verify
+from proxy.backing.auth import PassThroughAuth
+from proxy.backing.forward import Forwarder
 from proxy.backing.httptools_transport import HttptoolsTransport
+from proxy.errors import BackingTimeout
 from tests.support.audit import a_record
 from tests.support.settings import settings_for_tests
 from tests.unit.test_transport_contract import (
@@ -302,3 +305,36 @@ def test_an_answer_to_head_with_a_length_keeps_its_connection() -> None:
 
     backing = run_with("httptools", (Answer(head), Answer(head)), steps)
     assert backing.connections == 1
+
+
+@pytest.mark.xfail(strict=True, reason="only each read is timed (httpx's meaning of 'read'): a "
+                   "backing that sends a byte just inside the read timeout holds an icegov "
+                   "request, its pool slot and, for answers icegov reads whole "
+                   "(Forwarder.fetch/_read_whole, also unbounded in size), its memory for as "
+                   "long as it likes; nothing bounds a whole exchange")
+def test_a_backing_dribbling_its_answer_is_cut_off_by_a_whole_answer_deadline() -> None:
+    async def dribble(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 40\r\n\r\n")
+        for _ in range(40):  # 40 bytes over ~2 s: each read well inside the 0.3 s timeout
+            writer.write(b"a")
+            await writer.drain()
+            await asyncio.sleep(0.05)  # the backing's pace, the attack itself
+        writer.close()
+
+    async def main() -> float:
+        listener = await asyncio.start_server(dribble, "127.0.0.1", 0)
+        port = listener.sockets[0].getsockname()[1]
+        transport = HttptoolsTransport(2)
+        forwarder = Forwarder(transport, f"http://127.0.0.1:{port}", PassThroughAuth(),
+                              httpx.Timeout(0.3))
+        started = asyncio.get_running_loop().time()
+        try:
+            with pytest.raises(BackingTimeout):
+                await forwarder.fetch(b"/v1/namespaces/demo", b"", ())
+            return asyncio.get_running_loop().time() - started
+        finally:
+            await transport.aclose()
+            listener.close()
+
+    assert asyncio.run(asyncio.wait_for(main(), 20)) < 1.5
