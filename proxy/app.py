@@ -118,7 +118,7 @@ def create_app(settings: Settings, backing: Backing | None = None,
                                                   settings.commit_retry, metrics,
                                                   settings.file_io), answers),
                          ListingHandlers(forwarder, authorizer, PageTokens(
-                             key_or_process_key(settings.planning.task_key))))
+                             key_or_process_key(settings.planning.task_key, "plan-tasks"))))
     handlers.update(_read_handlers(forwarder, answers, views, planner, settings,
                                    lambda: authorizer.generation, metrics))
     metrics.watch(manifest_cache=lambda: planner.manifests.stats, policy=authorizer, audit=audit)

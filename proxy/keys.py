@@ -29,12 +29,13 @@ def check_key(value: str, what: str) -> None:
                          "(e.g. `openssl rand -base64 48`)")
 
 
-def key_or_process_key(secret: SecretStr | None) -> bytes:
-    """The configured key, or one random key drawn once per process when none is set (fine for
-    one process; replicas must share a configured key)."""
-    return secret.get_secret_value().encode() if secret is not None else _process_key()
+def key_or_process_key(secret: SecretStr | None, purpose: str) -> bytes:
+    """The configured key, or a random key for ``purpose`` drawn once per process when none is
+    set (fine for one process; replicas must share a configured key)."""
+    return secret.get_secret_value().encode() if secret is not None else process_key(purpose)
 
 
 @functools.cache
-def _process_key() -> bytes:
+def process_key(purpose: str) -> bytes:
+    """One random key per purpose and process (a key never serves two purposes)."""
     return secrets.token_bytes(2 * MIN_KEY_BYTES)

@@ -89,7 +89,7 @@ class PlanService:
         self._settings = settings
         self._generation = generation
         self._clock = clock
-        self._key = key_or_process_key(settings.task_key)
+        self._key = key_or_process_key(settings.task_key, "plan-tasks")
         self._plans = PlanCache(settings.plan_cache_plans, implies)
         # recent tasks fragments (JSON bytes): what a warm plan serves without planning again
         self._answers: SizedLru[Any, bytes] = SizedLru(settings.answer_cache_bytes, size=len)

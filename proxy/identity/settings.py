@@ -6,14 +6,12 @@ JSON, e.g. ``ICEGOV__IDENTITY__ANONYMOUS_ROLES='["reader"]'``).
 
 from __future__ import annotations
 
-import functools
-import secrets
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from proxy import defaults
-from proxy.keys import MIN_KEY_BYTES, check_key
+from proxy.keys import MIN_KEY_BYTES, check_key, process_key
 
 MIN_SIGNING_KEY_BYTES = MIN_KEY_BYTES  # HS256: at least as long as its digest (RFC 7518 3.2)
 ASYMMETRIC_ALGORITHMS = frozenset({
@@ -103,14 +101,8 @@ class IdentitySettings(BaseModel):
         if self.signing_key is not None:
             return self.signing_key.get_secret_value().encode()
         if embedded_catalog:
-            return _process_key()
+            return process_key("token-signing")
         raise IdentityConfigError(
             "no token signing key: set ICEGOV__IDENTITY__SIGNING_KEY (at least "
             f"{MIN_SIGNING_KEY_BYTES} random bytes, e.g. `openssl rand -base64 48`) when icegov "
             "fronts a remote catalog")
-
-
-@functools.cache
-def _process_key() -> bytes:
-    """One random signing key per process, made on first use (demo mode only)."""
-    return secrets.token_bytes(MIN_SIGNING_KEY_BYTES * 2)
