@@ -47,7 +47,7 @@ class ListingHandlers:
         if body is None:
             return relayed_answer(upstream, upstream.content)
         visible = self._visible_entries(principal, admission.catalog, body[key], resource_of)
-        pages, tokens = 1, {_token(inbound.query_string)}
+        pages, tokens = 1, {inbound.query("pageToken")}
         while (body[key] and not visible and body.get("next-page-token")
                and str(body["next-page-token"]) not in tokens and pages < MAX_HIDDEN_PAGES):
             # a page of nothing but hidden entries would tell that they exist: skip past it
@@ -107,13 +107,6 @@ def _binding(principal: Principal, catalog: str, inbound: InboundRequest) -> str
                                                   keep_blank_values=True)
                      if k not in ("pageToken", "pageSize"))
     return json.dumps([principal.name, catalog, inbound.raw_path.decode("latin-1"), listing])
-
-
-def _token(query: bytes) -> str | None:
-    for key, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
-        if key == "pageToken":
-            return value
-    return None
 
 
 def _with_page_token(query: bytes, token: str) -> bytes:

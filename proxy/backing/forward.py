@@ -178,10 +178,8 @@ class Forwarder:
         response = await self.send(inbound)
         if response.status_code >= 500:
             await response.aclose()
-            log.warning("backing.server_error", status=response.status_code,
-                        endpoint=inbound.route.endpoint.name)
-            failure = CommitStateUnknown if inbound.route.endpoint.commit else BackingFailed
-            raise failure(f"the backing catalog failed with {response.status_code}")
+            raise server_failure(response.status_code, inbound.route.endpoint.name,
+                                 commit=inbound.route.endpoint.commit)
         if _relay_whole(response):
             try:
                 body = b"".join([chunk async for chunk in _stream(response)])
@@ -298,9 +296,17 @@ def relayed_answer(upstream: httpx.Response, body: bytes) -> Response:
     """``relayed`` for an answer icegov read itself (not a commit's): a backing's 5xx is never
     passed on (its text may name internals), it is a 502 like every forwarded one."""
     if upstream.status_code >= 500:
-        log.warning("backing.server_error", status=upstream.status_code)
-        raise BackingFailed(f"the backing catalog failed with {upstream.status_code}")
+        raise server_failure(upstream.status_code)
     return relayed(upstream, body)
+
+
+def server_failure(status: int, endpoint: str | None = None,
+                   commit: bool = False) -> BackingFailed | CommitStateUnknown:
+    """The error for a backing's 5xx (logged): never relayed, as its text may name internals;
+    a commit's outcome is then unknown."""
+    log.warning("backing.server_error", status=status, endpoint=endpoint)
+    failure = CommitStateUnknown if commit else BackingFailed
+    return failure(f"the backing catalog failed with {status}")
 
 
 _RECOMPUTED = frozenset({b"content-length", b"content-encoding"})
