@@ -13,7 +13,6 @@ import signal
 import socket
 import stat
 import subprocess
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,10 +30,10 @@ from proxy.audit.verify import Intact, verify
 from proxy.routes import FORWARDABLE
 from tests.support.errors import assert_error_model
 from tests.support.http import as_principal, audit_records
-from tests.support.replicas import ICEGOV
 from tests.support.s3 import S3Store, embedded_on_s3, s3_server
-from tests.support.servers import free_port, serve
+from tests.support.servers import serve
 from tests.support.settings import ADMIN, settings_for_tests
+from tests.support.workers import ServedWorkers, serving_workers, wait_until
 from tests.unit.test_attacks_r2a import REST_SCHEMA, register_and_purge
 
 OTHER_BUCKET = "icegov-r2a-other"
@@ -215,17 +214,8 @@ def test_header_values_that_could_split_the_forwarded_request_never_reach_the_ba
 
 # -- icegov serve --workers ----------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Workers:
-    process: subprocess.Popen[bytes]
-    url: str
-    workdir: Path
-
-    def audit_files(self) -> list[Path]:
-        return [self.workdir / f"audit.w{i}.log" for i in range(2)]
-
-    def stderr(self) -> str:
-        return (self.workdir / "stderr.log").read_text(errors="replace")
+class Workers(ServedWorkers):
+    """The served workers, and what /proc tells of its worker processes."""
 
     def worker_environment(self) -> dict[str, str]:
         """A worker's environment as it started (the parent set it up after its own start)."""
@@ -247,39 +237,9 @@ class Workers:
 
 @pytest.fixture(scope="module")
 def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
-    workdir = tmp_path_factory.mktemp("r2a-workers")
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ICEGOV")}
-    env.update({"ICEGOV__AUDIT__FILE": str(workdir / "audit.log"),
-                "ICEGOV__AUDIT__STDOUT": "false", "ICEGOV__LOG_LEVEL": "debug"})
-    with (workdir / "stderr.log").open("wb") as stderr:
-        process = subprocess.Popen(
-            [str(ICEGOV), "serve", "--port", str(port), "--workers", "2"], cwd=workdir,
-            env=env, stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr)
-    served = Workers(process, f"http://127.0.0.1:{port}", workdir)
-    try:
-        _until(lambda: _ready(served) and all(p.exists() for p in served.audit_files()),
-               process, served, "the workers to start")
-        yield served
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-
-
-def _ready(served: Workers) -> bool:
-    with contextlib.suppress(httpx.TransportError):
-        return httpx.get(f"{served.url}/readyz", timeout=2).status_code == 200
-    return False
-
-
-def _until(condition: Any, process: subprocess.Popen[bytes], served: Workers, what: str) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert process.poll() is None, served.stderr()
-        if condition():
-            return
-        time.sleep(0.05)  # polling a process's progress, not waiting out a race
-    raise AssertionError(f"timed out waiting for {what}")
+    with serving_workers(tmp_path_factory.mktemp("r2a-workers"), 2,
+                         ICEGOV__LOG_LEVEL="debug") as served:
+        yield Workers(served.process, served.url, served.workdir, served.count)
 
 
 def test_the_drawn_keys_never_show_in_logs_metrics_or_audit(workers: Workers) -> None:
@@ -311,8 +271,8 @@ def test_a_killed_worker_is_replaced_in_its_slot_and_its_chain_resumes(
     before = workers.worker_pids()
     assert len(before) == 2, workers.stderr()
     os.kill(before[0], signal.SIGKILL)
-    _until(lambda: len(set(workers.worker_pids()) - set(before)) == 1 and _ready(workers),
-           workers.process, workers, "uvicorn to replace the killed worker")
+    wait_until(workers, lambda: len(set(workers.worker_pids()) - set(before)) == 1
+               and workers.ready(), "uvicorn to replace the killed worker")
     for _ in range(20):  # fresh connections: both workers, the new one included, answer some
         with httpx.Client(timeout=10) as client:
             assert client.get(f"{workers.url}/v1/config").status_code in (200, 401)

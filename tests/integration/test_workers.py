@@ -8,13 +8,7 @@ requests whichever worker answers, and each worker writes its own audit file tha
 
 from __future__ import annotations
 
-import contextlib
-import os
-import subprocess
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import pytest
@@ -30,55 +24,16 @@ from tests.support.appends import (
     table_ids,
 )
 from tests.support.http import audit_records
-from tests.support.replicas import ICEGOV
-from tests.support.servers import free_port
+from tests.support.workers import ServedWorkers, serving_workers
 
 WORKERS = 2
 APPENDERS = 6
 
 
-@dataclass(frozen=True)
-class Served:
-    url: str
-    workdir: Path
-
-    def audit_files(self) -> list[Path]:
-        return [self.workdir / f"audit.w{i}.log" for i in range(WORKERS)]
-
-
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    workdir = tmp_path_factory.mktemp("workers")
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ICEGOV")}
-    env.update({"ICEGOV__AUDIT__FILE": str(workdir / "audit.log"),
-                "ICEGOV__AUDIT__STDOUT": "false"})
-    with (workdir / "stderr.log").open("wb") as stderr:
-        process = subprocess.Popen(
-            [str(ICEGOV), "serve", "--port", str(port), "--workers", str(WORKERS)],
-            cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=stderr)
-    served = Served(f"http://127.0.0.1:{port}", workdir)
-    try:
-        _wait_for_every_worker(process, served)
-        yield served
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-
-
-def _wait_for_every_worker(process: subprocess.Popen[bytes], served: Served) -> None:
-    """Until /readyz answers and every worker has opened its audit file (built its app)."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert process.poll() is None, (served.workdir / "stderr.log").read_text()
-        ready = False
-        with contextlib.suppress(httpx.TransportError):
-            ready = httpx.get(f"{served.url}/readyz", timeout=2).status_code == 200
-        if ready and all(path.exists() for path in served.audit_files()):
-            return
-        time.sleep(0.05)  # polling a starting process, not waiting out a race
-    raise AssertionError("the workers did not start within 60 s")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedWorkers]:
+    with serving_workers(tmp_path_factory.mktemp("workers"), WORKERS) as running:
+        yield running
 
 
 def _fresh_connection_get(url: str, headers: dict[str, str]) -> httpx.Response:
@@ -86,7 +41,7 @@ def _fresh_connection_get(url: str, headers: dict[str, str]) -> httpx.Response:
         return client.get(url, headers=headers)
 
 
-def _bearer(served: Served) -> dict[str, str]:
+def _bearer(served: ServedWorkers) -> dict[str, str]:
     answer = httpx.post(f"{served.url}/v1/oauth/tokens", data={
         "grant_type": "client_credentials", "client_id": "admin",
         "client_secret": "admin-secret"})
@@ -94,11 +49,11 @@ def _bearer(served: Served) -> dict[str, str]:
     return {"authorization": f"Bearer {answer.json()['access_token']}"}
 
 
-def _catalog(served: Served) -> RestCatalog:
+def _catalog(served: ServedWorkers) -> RestCatalog:
     return RestCatalog("workers", uri=served.url, credential="admin:admin-secret")
 
 
-def test_a_token_from_one_worker_is_good_on_every_worker(served: Served) -> None:
+def test_a_token_from_one_worker_is_good_on_every_worker(served: ServedWorkers) -> None:
     bearer = _bearer(served)
     answers = [_fresh_connection_get(f"{served.url}/v1/config", bearer) for _ in range(40)]
     assert [a.status_code for a in answers] == [200] * 40
@@ -106,7 +61,7 @@ def test_a_token_from_one_worker_is_good_on_every_worker(served: Served) -> None
     assert all(count > 0 for count in per_worker), f"a worker served nothing: {per_worker}"
 
 
-def test_concurrent_appends_through_both_workers_each_land_once(served: Served) -> None:
+def test_concurrent_appends_through_both_workers_each_land_once(served: ServedWorkers) -> None:
     catalog = _catalog(served)
     catalog.create_namespace_if_not_exists("work")
     table = catalog.create_table("work.appends", SCHEMA, properties=NO_CLIENT_RETRIES)
@@ -121,7 +76,7 @@ def test_concurrent_appends_through_both_workers_each_land_once(served: Served) 
     assert_one_line_of_history(table, APPENDERS)
 
 
-def test_metrics_sum_every_workers_requests(served: Served) -> None:
+def test_metrics_sum_every_workers_requests(served: ServedWorkers) -> None:
     bearer = _bearer(served)
     before = _config_requests(served)
     for _ in range(30):
@@ -132,14 +87,14 @@ def test_metrics_sum_every_workers_requests(served: Served) -> None:
     assert 'icegov_policy_generation{worker="' in exposition
 
 
-def _config_requests(served: Served) -> float:
+def _config_requests(served: ServedWorkers) -> float:
     exposition = _fresh_connection_get(f"{served.url}/metrics", {}).text
     prefix = 'icegov_requests_total{decision="allow",endpoint="get_config",status="200"} '
     lines = [line for line in exposition.splitlines() if line.startswith(prefix)]
     return float(lines[0].removeprefix(prefix)) if lines else 0.0
 
 
-def test_each_workers_audit_file_is_its_own_intact_chain(served: Served) -> None:
+def test_each_workers_audit_file_is_its_own_intact_chain(served: ServedWorkers) -> None:
     _catalog(served).list_namespaces()
     assert not (served.workdir / "audit.log").exists(), "no file shared by the workers"
     for path in served.audit_files():
