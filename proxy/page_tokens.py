@@ -39,7 +39,7 @@ class PageTokens:
         nonce = os.urandom(_NONCE_BYTES)
         sealed = self._aead.encrypt(nonce, _padded(backing_token.encode("utf-8")),
                                     binding.encode())
-        return PREFIX + base64.urlsafe_b64encode(nonce + sealed).decode("ascii").rstrip("=")
+        return PREFIX + _encoded(nonce + sealed)
 
     def open(self, token: str, binding: str) -> str:
         """The backing's token inside ``token``; 400 when it was not sealed for ``binding``."""
@@ -49,10 +49,16 @@ class PageTokens:
         body = token[len(PREFIX):]
         try:
             raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+            if _encoded(raw) != body:  # one spelling per token: spare bits are not a second
+                raise ValueError("not canonical")
             plain = self._aead.decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], binding.encode())
             return _unpadded(plain).decode("utf-8")
         except (binascii.Error, ValueError, InvalidTag, UnicodeDecodeError) as exc:
             raise invalid from exc
+
+
+def _encoded(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
 def _padded(token: bytes) -> bytes:
