@@ -37,7 +37,7 @@ OBJECT_STORE_SCHEMES = frozenset({"s3", "s3a", "s3n"})
 PyArrow FileIO reaches all three through its S3 file system)."""
 
 CATALOG_IO_PROPERTY_PREFIXES = (
-    "py-io-impl", "s3.", "client.", "gcs.", "adls.", "hdfs.", "oss.", "hf.",
+    "py-io-impl", "s3.", "client.", "gcs.", "adls.", "hdfs.", "oss.", "hf.", "buffer-size",
     "write.py-location-provider.impl", "DEFAULT_SCHEME", "DEFAULT_NETLOC",
 )
 """Table-property keys pyiceberg would read into the catalog's own FileIO or location provider:

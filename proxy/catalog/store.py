@@ -22,6 +22,7 @@ from pyiceberg.exceptions import (
     NoSuchTableError,
     TableAlreadyExistsError,
 )
+from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import CommitTableResponse, Table
 from pyiceberg.table.update import (
@@ -31,7 +32,7 @@ from pyiceberg.table.update import (
     TableRequirement,
     TableUpdate,
 )
-from pyiceberg.typedef import Identifier
+from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
 from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -68,9 +69,21 @@ def open_catalog(db_uri: str, warehouse: Path | str,
     tables now exist, so it opens again."""
     properties = _catalog_properties(db_uri, warehouse, file_io or {})
     try:
-        return SqlCatalog(CATALOG_NAME, **properties)
+        return EmbeddedSqlCatalog(CATALOG_NAME, **properties)
     except SQLAlchemyError:
-        return SqlCatalog(CATALOG_NAME, **properties)
+        return EmbeddedSqlCatalog(CATALOG_NAME, **properties)
+
+
+class EmbeddedSqlCatalog(SqlCatalog):
+    """pyiceberg's SqlCatalog, with a FileIO configured by the operator alone.
+
+    SqlCatalog builds a table's FileIO from the catalog's properties *and the table's*, which
+    any writer may set (``buffer-size``, ``s3.endpoint``...): here table properties never
+    reach the FileIO the catalog reads and writes metadata with."""
+
+    def _load_file_io(self, properties: Properties = EMPTY_DICT,
+                      location: str | None = None) -> FileIO:
+        return load_file_io(dict(self.properties), location)
 
 
 def _catalog_properties(db_uri: str, warehouse: Path | str,

@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from proxy.catalog import store
 from proxy.catalog.errors import run_catalog
 from proxy.catalog.locations import Warehouse
+from proxy.catalog.purge import purge_table
 from proxy.catalog.wire import (
     CommitTableRequest,
     CommitTransactionRequest,
@@ -94,8 +95,10 @@ class TableHandlers:
     async def drop_table(self, inbound: InboundRequest) -> Response:
         identifier = path_table(inbound)
         purge = (inbound.query("purgeRequested") or "false").lower() == "true"
-        drop = self._catalog.purge_table if purge else self._catalog.drop_table
-        await run_catalog(drop, identifier)
+        if purge:
+            await run_catalog(purge_table, self._catalog, identifier)
+        else:
+            await run_catalog(self._catalog.drop_table, identifier)
         return Response(status_code=204)
 
     async def rename_table(self, inbound: InboundRequest) -> Response:

@@ -116,10 +116,6 @@ def test_properties_that_would_reconfigure_fileio_are_refused_in_commits_too(
     assert_error_model(answer, 400, "BadRequestException")
 
 
-@pytest.mark.xfail(strict=True, reason="purge follows the registered metadata anywhere: "
-                   "store._check_registrable checks only location and properties, and drop "
-                   "with purgeRequested runs pyiceberg's purge_table with the operator's "
-                   "credentials, deleting an object in another bucket named by metadata-log")
 def test_purging_a_registered_table_deletes_nothing_in_another_bucket(
         on_s3: httpx.Client, store: S3Store) -> None:
     victim_key = "victim/precious.parquet"

@@ -121,9 +121,6 @@ def test_a_status_below_100_is_refused_not_taken_for_an_interim_answer() -> None
     assert seen == [b"refused"]
 
 
-@pytest.mark.xfail(strict=True, reason="HttptoolsTransport accepts 'transfer-encoding: gzip, "
-                   "chunked' and hands back the still-gzipped bytes as the body (the coding is "
-                   "hop-by-hop, so the caller is never told); httpx's own transport refuses it")
 def test_a_transfer_coding_other_than_chunked_is_refused() -> None:
     gzipped = (b"HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\n\r\n"
                b"2\r\nok\r\n0\r\n\r\n")
@@ -210,10 +207,6 @@ def embedded(tmp_path: Path) -> Any:
         yield client
 
 
-@pytest.mark.xfail(strict=True, reason="locations.CATALOG_IO_PROPERTY_PREFIXES misses pyiceberg's "
-                   "'buffer-size' (read by PyArrowFile into the catalog's output streams): a "
-                   "table created with it answers 200, and every later commit to it is a 502 "
-                   "CommitStateUnknown (catalog OverflowError) or a 400 echoing int()'s text")
 def test_buffer_size_is_refused_like_the_other_fileio_properties(embedded: TestClient) -> None:
     created = embedded.post("/v1/namespaces/demo/tables", json={
         "name": "buffered", "schema": REST_SCHEMA,
@@ -232,11 +225,6 @@ def test_buffer_size_set_by_a_commit_never_lands(embedded: TestClient) -> None:
     assert "buffer-size" not in loaded["metadata"]["properties"]
 
 
-@pytest.mark.xfail(strict=True, reason="register checks only the metadata's location and "
-                   "properties (store._check_registrable/Warehouse.check_metadata), and purge is "
-                   "pyiceberg's purge_table: every file the metadata names (metadata-log, "
-                   "manifest lists, manifests, data files) is deleted wherever it is, here a "
-                   "file outside the warehouse (it could be the audit log or catalog database)")
 def test_purging_a_registered_table_deletes_nothing_outside_the_warehouse(
         embedded: TestClient, tmp_path: Path) -> None:
     victim = tmp_path / "outside" / "precious.txt"

@@ -1,0 +1,107 @@
+"""Dropping a table with ``purgeRequested``: delete the table's own files, and nothing else.
+
+A table's metadata names files (metadata log, manifest lists, manifests, data and delete files,
+statistics) that any writer of its metadata chose: a registered table's metadata file was
+written by whoever registered it. pyiceberg's ``purge_table`` deletes every file so named,
+wherever it is. Here a file is deleted (or read, to find more files) only when it lies under the
+warehouse *and* under one of the table's own roots: its ``location`` or a ``write.*.path``
+property. Files elsewhere (another bucket, the catalog's database, another table's directory
+outside this table's roots) are left alone. Deletion failures are logged, as pyiceberg does:
+the table is already dropped and a missing file is no reason to fail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
+from typing import TypeVar
+
+import structlog
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.io import FileIO
+from pyiceberg.manifest import ManifestFile
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.typedef import Identifier
+
+from proxy.catalog.locations import Warehouse, WarehouseRoot, warehouse_root
+from proxy.locations import LOCATION_PROPERTIES
+
+log = structlog.get_logger(__name__)
+T = TypeVar("T")
+
+
+class TableFiles:
+    """Says whether a location is one of a table's own files: inside the warehouse and under
+    the table's location or a ``write.*.path`` root."""
+
+    def __init__(self, warehouse: Warehouse, metadata: TableMetadata) -> None:
+        self._warehouse = warehouse
+        roots = [metadata.location, *(metadata.properties[key] for key in LOCATION_PROPERTIES
+                                      if key in metadata.properties)]
+        self._roots: list[WarehouseRoot] = [_root(r) for r in roots if warehouse.contains(r)]
+
+    def owns(self, location: str) -> bool:
+        """True when ``location`` may be read or deleted as this table's file."""
+        return self._warehouse.contains(location) and any(
+            root.contains(location) for root in self._roots)
+
+
+def _root(location: str) -> WarehouseRoot:
+    return warehouse_root(location.rstrip("/"))
+
+
+def purge_table(catalog: SqlCatalog, identifier: Identifier) -> None:
+    """Drop ``identifier`` and delete its own files (see the module's docstring)."""
+    table = catalog.load_table(identifier)
+    catalog.drop_table(identifier)
+    metadata = table.metadata
+    files = TableFiles(Warehouse(catalog), metadata)
+    io = table.io
+    manifests = list(_manifests(io, metadata, files))
+    _delete(io, files, _data_files(io, manifests, files))
+    _delete(io, files, (m.manifest_path for m in manifests))
+    _delete(io, files, (s.manifest_list for s in metadata.snapshots))
+    _delete(io, files, (s.statistics_path for s in metadata.statistics))
+    _delete(io, files, (s.statistics_path for s in metadata.partition_statistics))
+    _delete(io, files, (entry.metadata_file for entry in metadata.metadata_log))
+    _delete(io, files, [table.metadata_location])
+
+
+def _manifests(io: FileIO, metadata: TableMetadata, files: TableFiles) -> Iterator[ManifestFile]:
+    """Every manifest named by a manifest list the table owns, itself owned."""
+    seen: set[str] = set()
+    for snapshot in metadata.snapshots:
+        if not files.owns(snapshot.manifest_list):
+            continue
+        for manifest in _read(partial(snapshot.manifests, io), snapshot.manifest_list):
+            if manifest.manifest_path not in seen and files.owns(manifest.manifest_path):
+                seen.add(manifest.manifest_path)
+                yield manifest
+
+
+def _data_files(io: FileIO, manifests: Iterable[ManifestFile], files: TableFiles) -> set[str]:
+    paths: set[str] = set()
+    for manifest in manifests:
+        read = partial(manifest.fetch_manifest_entry, io, discard_deleted=False)
+        entries = _read(read, manifest.manifest_path)
+        paths.update(entry.data_file.file_path for entry in entries)
+    return paths
+
+
+def _read(read: Callable[[], Iterable[T]], location: str) -> list[T]:
+    try:
+        return list(read())
+    except Exception:  # unreadable or not what it claims: its files stay
+        log.warning("purge.unreadable", location=location)
+        return []
+
+
+def _delete(io: FileIO, files: TableFiles, locations: Iterable[str]) -> None:
+    for location in set(locations):
+        if not files.owns(location):
+            log.warning("purge.kept_foreign_file", location=location)
+            continue
+        try:
+            io.delete(location)
+        except OSError:
+            log.warning("purge.delete_failed", location=location)

@@ -1,0 +1,88 @@
+"""Purging a table of the embedded catalog deletes the table's own files and nothing else."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.table import Table
+
+from proxy.catalog import store
+from proxy.catalog.purge import purge_table
+
+
+def open_catalog(tmp_path: Path) -> SqlCatalog:
+    catalog = store.open_catalog(f"sqlite:///{tmp_path / 'catalog.db'}", tmp_path / "warehouse")
+    catalog.create_namespace("demo")
+    return catalog
+
+
+def table_with_rows(catalog: SqlCatalog, name: str) -> Table:
+    rows = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
+    table = catalog.create_table(("demo", name), schema=rows.schema)
+    table.append(rows)
+    table.append(rows)
+    return catalog.load_table(("demo", name))
+
+
+def files_under(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*") if p.is_file()}
+
+
+def test_purge_deletes_every_file_of_the_table(tmp_path: Path) -> None:
+    catalog = open_catalog(tmp_path)
+    kept = table_with_rows(catalog, "kept")
+    purged = table_with_rows(catalog, "purged")
+    kept_files = files_under(Path(kept.location().removeprefix("file://")))
+    purged_root = Path(purged.location().removeprefix("file://"))
+    assert len(files_under(purged_root)) >= 8  # data, manifests, lists, metadata files
+
+    purge_table(catalog, ("demo", "purged"))
+
+    assert files_under(purged_root) == set()
+    assert not catalog.table_exists(("demo", "purged"))
+    assert files_under(Path(kept.location().removeprefix("file://"))) == kept_files
+    assert catalog.load_table(("demo", "kept")).scan().to_arrow().num_rows == 6
+
+
+def test_purging_a_registered_copy_of_another_table_keeps_the_other_tables_files(
+        tmp_path: Path) -> None:
+    catalog = open_catalog(tmp_path)
+    victim = table_with_rows(catalog, "victim")
+    victim_files = files_under(Path(victim.location().removeprefix("file://")))
+    copy_root = tmp_path / "warehouse" / "demo" / "copy"
+    crafted = json.loads(Path(victim.metadata_location.removeprefix("file://")).read_text())
+    crafted["location"] = copy_root.as_uri()
+    (copy_root / "metadata").mkdir(parents=True)
+    copy_metadata = copy_root / "metadata" / "00000-copy.metadata.json"
+    copy_metadata.write_text(json.dumps(crafted))
+    store.register_table(catalog, ("demo", "copy"), copy_metadata.as_uri(), False)
+
+    purge_table(catalog, ("demo", "copy"))
+
+    assert files_under(Path(victim.location().removeprefix("file://"))) == victim_files
+    assert catalog.load_table(("demo", "victim")).scan().to_arrow().num_rows == 6
+    assert not copy_metadata.exists()  # its own file went
+
+
+def test_purging_a_table_whose_manifest_list_is_missing_still_drops_it(tmp_path: Path) -> None:
+    catalog = open_catalog(tmp_path)
+    table = table_with_rows(catalog, "broken")
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    Path(snapshot.manifest_list.removeprefix("file://")).unlink()
+
+    purge_table(catalog, ("demo", "broken"))
+
+    assert not catalog.table_exists(("demo", "broken"))
+    assert not Path(table.metadata_location.removeprefix("file://")).exists()
+
+
+def test_table_properties_never_configure_the_catalogs_file_io(tmp_path: Path) -> None:
+    catalog = open_catalog(tmp_path)
+    catalog.create_table(("demo", "t"), schema=pa.schema([("id", pa.int64())]),
+                         properties={"buffer-size": "abc", "s3.endpoint": "http://evil"})
+    io = catalog.load_table(("demo", "t")).io
+    assert "buffer-size" not in io.properties and "s3.endpoint" not in io.properties
