@@ -93,10 +93,10 @@ def create_app(settings: Settings, backing: Backing | None = None,
     metrics = Metrics(worker=worker)
     identity.token_endpoint.on_issued(metrics.observe_token)
     backing = backing or connect_backing(settings)
-    timeout = httpx.Timeout(**settings.timeouts.model_dump())
+    timeout = settings.timeouts.for_httpx()
     auth = backing_auth_from_settings(settings, backing.transport, backing.base_url, timeout)
     forwarder = Forwarder(backing.transport, backing.base_url, auth, timeout,
-                          metrics.observe_backing)
+                          metrics.observe_backing, answer_deadline=settings.timeouts.answer)
     audit = AuditLog(settings.audit)
     offers = BackingOffers(forwarder.fetch, settings.endpoints_refresh_seconds)
     idempotency = open_idempotency(settings)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote, urlparse
 
+import httpx
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -55,6 +56,14 @@ class Timeouts(BaseModel):
     read: float = 60.0
     write: float = 30.0
     pool: float = 5.0
+    answer: float = Field(default=120.0, gt=0, description=(
+        "Whole answers icegov reads itself (loads, listings, commits): from the request going "
+        "out to the answer's last byte. Each read is also bounded by ``read``."))
+
+    def for_httpx(self) -> httpx.Timeout:
+        """The per-step timeouts in httpx's terms (``answer`` is the forwarder's own)."""
+        return httpx.Timeout(connect=self.connect, read=self.read, write=self.write,
+                             pool=self.pool)
 
 
 class Settings(BaseSettings):

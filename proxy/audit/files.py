@@ -12,6 +12,8 @@ it) instead of swallowing the next record.
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import os
 import re
 import time
@@ -88,11 +90,13 @@ class AuditFile:
         self._rotate_seconds = rotate_seconds
         self._clock = clock
         self._handle: IO[bytes] | None = None
+        self._lock: IO[bytes] | None = None
         self._size = 0
         self._opened_at = 0.0
         self._first_seq: int | None = None
         self.resumed_from: Path | None = None
         path.parent.mkdir(parents=True, exist_ok=True)
+        self._hold_lock()
         self._set_legacy_aside()
         self._warn_if_live_file_missing()
         self._resumed = self._chain_end()
@@ -145,11 +149,34 @@ class AuditFile:
             self._first_seq = seq
 
     def close(self) -> None:
+        """Close the file and give up the writer's lock (a later write takes both again)."""
+        self._close_handle()
+        if self._lock is not None:
+            self._lock.close()  # closing the descriptor releases the flock
+            self._lock = None
+
+    def _close_handle(self) -> None:
         if self._handle is not None:
             self._handle.close()
             self._handle = None
 
+    def _hold_lock(self) -> None:
+        """Become the file's one writer (an exclusive flock on ``<file>.lock``, which never
+        moves on rotation); OSError EBUSY while another process or sink holds it, since two
+        writers would interleave two chains into a file that no longer verifies."""
+        if self._lock is not None:
+            return
+        lock = self.path.with_name(self.path.name + ".lock").open("ab")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            raise OSError(errno.EBUSY, "another icegov process is writing this audit file",
+                          str(self.path)) from None
+        self._lock = lock
+
     def _open(self) -> None:
+        self._hold_lock()
         handle = self.path.open("ab", buffering=0)
         try:
             self._size = handle.seek(0, os.SEEK_END)
@@ -174,7 +201,7 @@ class AuditFile:
         return too_big or too_old
 
     def _rotate(self) -> None:
-        self.close()
+        self._close_handle()  # the lock stays held: no other writer slips in between
         first = self._first_seq or 0
         target = self.path.with_name(f"{self.path.name}.{first:012d}-{_stamp()}")
         os.rename(self.path, target)

@@ -10,6 +10,7 @@ responses stream back unchanged apart from hop-by-hop headers.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -33,6 +34,9 @@ from proxy.inbound import InboundRequest
 log = structlog.get_logger("icegov")
 
 WHOLE_BODY_LIMIT = 1024 * 1024
+MAX_WHOLE_ANSWER_BYTES = 256 * 1024 * 1024
+"""Answers icegov reads itself (table metadata, listings, commit answers) larger than this,
+decoded, are refused (502): no catalog answer is near it, a hostile or broken backing's may be."""
 URL_CACHE_ENTRIES = 4096
 URL_CACHE_TARGET_BYTES = 512
 HOP_BY_HOP = frozenset({
@@ -133,9 +137,13 @@ class Forwarder:
     def __init__(
         self, transport: httpx.AsyncBaseTransport, base_url: str, auth: BackingAuth,
         timeout: httpx.Timeout, observe: Callable[[str, float], None] | None = None,
+        answer_deadline: float = 120.0,
     ) -> None:
-        """``observe(method, seconds)``: told how long each backing request took to answer."""
+        """``observe(method, seconds)``: told how long each backing request took to answer;
+        ``answer_deadline``: seconds an answer icegov reads whole may take, first byte to last
+        (each read is also bounded by the timeout's ``read``)."""
         self._observe = observe
+        self._answer_deadline = answer_deadline
         self._transport = transport
         self._base = httpx.URL(base_url)
         self._base_path = self._base.raw_path.split(b"?")[0].rstrip(b"/")
@@ -146,12 +154,15 @@ class Forwarder:
     async def send(self, inbound: InboundRequest, body: bytes | None = None) -> httpx.Response:
         """Send the request upstream (with ``body`` in place of the caller's, if given); the
         caller must close the returned (streaming) response."""
+        request = await self._request_for(inbound, body)
+        return await self._send(request, commit=inbound.route.endpoint.commit)
+
+    async def _request_for(self, inbound: InboundRequest, body: bytes | None) -> httpx.Request:
         content = inbound.body if body is None else body
         if inbound.method in _BODILESS:
             content = b""  # never hand a backing a body the route table does not expect
-        request = await self._build(
+        return await self._build(
             inbound.method, inbound.raw_path, inbound.query_string, inbound.headers, content)
-        return await self._send(request, commit=inbound.route.endpoint.commit)
 
     async def _send(self, request: httpx.Request, commit: bool) -> httpx.Response:
         """The one place a request goes out: transport errors become ErrorModel exceptions."""
@@ -196,14 +207,15 @@ class Forwarder:
 
     async def exchange(self, inbound: InboundRequest, body: bytes | None = None) -> httpx.Response:
         """Send the request upstream (``body`` as in ``send``) and read the whole answer."""
-        return await _read_whole(await self.send(inbound, body))
+        request = await self._request_for(inbound, body)
+        return await self._whole(request, inbound.route.endpoint.commit)
 
     async def fetch(
         self, raw_path: bytes, query_string: bytes, caller_headers: tuple[tuple[bytes, bytes], ...]
     ) -> httpx.Response:
         """A read-only GET of a backing path with the caller's headers, body read in full."""
         request = await self._build("GET", raw_path, query_string, caller_headers, b"")
-        return await _read_whole(await self._send(request, commit=False))
+        return await self._whole(request, commit=False)
 
     async def post_json(self, raw_path: bytes, body: bytes,
                         caller_headers: tuple[tuple[bytes, bytes], ...]) -> httpx.Response:
@@ -211,7 +223,27 @@ class Forwarder:
         headers = tuple(h for h in caller_headers if h[0].lower() != b"content-type")
         request = await self._build("POST", raw_path, b"",
                                     (*headers, (b"content-type", b"application/json")), body)
-        return await _read_whole(await self._send(request, commit=False))
+        return await self._whole(request, commit=False)
+
+    async def _whole(self, request: httpx.Request, commit: bool) -> httpx.Response:
+        """The answer to ``request``, read whole and decoded within the answer deadline and
+        ``MAX_WHOLE_ANSWER_BYTES``; a failure while reading is what it would be while sending
+        (for a commit: its outcome is unknown)."""
+        try:
+            async with asyncio.timeout(self._answer_deadline):
+                response = await self._send(request, commit)
+                try:
+                    body = await _decoded_body(response)
+                finally:
+                    await response.aclose()
+        except (TimeoutError, httpx.TimeoutException) as exc:
+            message = "the backing catalog's answer did not arrive in time"
+            raise (CommitTimeout if commit else BackingTimeout)(message) from exc
+        except (httpx.TransportError, httpx.DecodingError) as exc:
+            raise (CommitStateUnknown if commit else BackingUnavailable)(_describe(exc)) from exc
+        headers = [h for h in response.headers.raw if h[0].lower() != b"content-encoding"]
+        return httpx.Response(response.status_code, headers=headers, content=body,
+                              request=request)
 
     async def _build(
         self, method: str, raw_path: bytes, query: bytes,
@@ -250,12 +282,17 @@ class Forwarder:
         return headers
 
 
-async def _read_whole(response: httpx.Response) -> httpx.Response:
-    try:
-        await response.aread()
-    finally:
-        await response.aclose()
-    return response
+async def _decoded_body(response: httpx.Response) -> bytes:
+    """The whole body, decoded; ``BackingFailed`` past ``MAX_WHOLE_ANSWER_BYTES`` (a huge or
+    highly compressed answer never fills icegov's memory)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > MAX_WHOLE_ANSWER_BYTES:
+            raise BackingFailed("the backing catalog's answer is larger than icegov reads")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 async def _stream(response: httpx.Response) -> AsyncIterator[bytes]:

@@ -43,6 +43,12 @@ class _AnswerAfterAnswer(Exception):
     """Raised inside the parser when a second message starts after the final answer."""
 
 
+class _Refused(Exception):
+    """Raised inside the parser for an answer icegov will not read: a status outside 100-599,
+    or a transfer coding other than a single ``chunked`` (a compressed body would be relayed
+    as if it were plain, since the coding is hop-by-hop and never reaches the caller)."""
+
+
 class _HeadTooLarge(Exception):
     """Raised inside the parser when an answer's headers pass ``MAX_HEAD_BYTES``."""
 
@@ -81,6 +87,7 @@ class H1Connection(asyncio.Protocol):
         self.closed = False
         self.answers = 0  # complete exchanges so far: 0 means a fresh connection
         self.idle_since = 0.0
+        self._parser_spent = False  # a HEAD answer's head left it expecting a body
         self._aborted = False
         self._active = False
         self._start(head_only=False)
@@ -107,6 +114,8 @@ class H1Connection(asyncio.Protocol):
     def send(self, payload: bytes, head_only: bool) -> None:
         """Start an exchange: write the request (head and body); ``head_only`` for HEAD."""
         assert self._transport is not None and not self._active
+        if self._parser_spent:
+            self._parser, self._parser_spent = httptools.HttpResponseParser(self), False
         self._start(head_only)
         self._active = True
         self._transport.write(payload)
@@ -232,17 +241,28 @@ class H1Connection(asyncio.Protocol):
         self._head_bytes += len(name) + len(value) + 4
         if self._head_bytes > MAX_HEAD_BYTES:
             raise _HeadTooLarge
+        lowered = name.lower()
+        if lowered == b"transfer-encoding" and (
+                value.strip().lower() != b"chunked" or any(
+                    n.lower() == lowered for n, _ in self._headers)):
+            raise _Refused
         self._headers.append((name, value))
-        if name.lower() in _FRAMING:
+        if lowered in _FRAMING:
             self._framed = True
 
     def on_headers_complete(self) -> None:
         self._status = self._parser.get_status_code()
+        if not 100 <= self._status <= 599:
+            raise _Refused
         if self._status < 200:
             return  # an interim answer: its message ends here, the final one follows
         self._head_done = True
         if self._head_only:
-            self._complete = True  # an answer to HEAD has no body, whatever it declares
+            # an answer to HEAD has no body, whatever it declares; the parser does not know
+            # that (httptools is never told the method), so the next exchange gets a new one
+            self._complete = True
+            self._keep_alive = self._parser.should_keep_alive()
+            self._parser_spent = True
         self._wake()
 
     def on_body(self, body: bytes) -> None:
