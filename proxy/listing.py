@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
 
@@ -11,9 +14,10 @@ from starlette.responses import Response
 
 from proxy.admission import Admission
 from proxy.backing.forward import Forwarder, relayed_answer
-from proxy.errors import BackingUnavailable
+from proxy.errors import BackingUnavailable, BadRequest
 from proxy.governance import Authorizer, Principal
 from proxy.inbound import InboundRequest
+from proxy.intent import MAX_PAGE_SIZE
 from proxy.page_tokens import PageTokens
 from proxy.resources import Resource
 
@@ -43,50 +47,112 @@ class ListingHandlers:
             upstream = await self._forwarder.exchange(inbound)
             return relayed_answer(upstream, upstream.content)
         binding = _binding(principal, admission.catalog, inbound)
-        upstream, body = await self._first_page(inbound, binding, key)
-        if body is None:
+        start = self._start(inbound, binding)
+        upstream = await self._page(inbound, start.token)
+        if upstream.status_code != 200:
             return relayed_answer(upstream, upstream.content)
-        visible = self._visible_entries(principal, admission.catalog, body[key], resource_of)
-        pages, tokens = 1, {inbound.query("pageToken")}
-        while (body[key] and not visible and body.get("next-page-token")
-               and str(body["next-page-token"]) not in tokens and pages < MAX_HIDDEN_PAGES):
-            # a page of nothing but hidden entries would tell that they exist: skip past it
-            tokens.add(str(body["next-page-token"]))
-            query = _with_page_token(inbound.query_string, str(body["next-page-token"]))
-            following = await self._forwarder.fetch(inbound.raw_path, query, inbound.headers)
-            if following.status_code != 200:
-                return relayed_answer(following, following.content)
-            body, pages = _listing(following.content, key), pages + 1
-            visible = self._visible_entries(principal, admission.catalog, body[key], resource_of)
-        body[key] = visible
-        if body.get("next-page-token"):
-            body["next-page-token"] = self._tokens.seal(str(body["next-page-token"]), binding)
+        body = _listing(upstream.content, key)
+        page = _Page(start, _page_size(inbound) or max(len(body[key]), 1))
+        visible = partial(self._visible, principal, admission.catalog, resource_of)
+        pages = 1
+        while (not page.take(body, key, visible) and page.following is not None
+               and pages < MAX_PAGES_PER_ANSWER):
+            upstream = await self._page(inbound, page.following.token)
+            if upstream.status_code != 200:
+                return relayed_answer(upstream, upstream.content)
+            body, pages = _listing(upstream.content, key), pages + 1
+        body[key] = page.entries
+        if page.following is not None:
+            body["next-page-token"] = self._tokens.seal(page.following.sealed(), binding)
+        elif "next-page-token" in body:
+            body["next-page-token"] = None
         return relayed_answer(upstream, json.dumps(body, separators=(",", ":")).encode())
 
-    async def _first_page(self, inbound: InboundRequest, binding: str, key: str
-                          ) -> tuple[httpx.Response, dict[str, Any] | None]:
-        """The backing's answer to the caller's request, its sealed page token opened; and
-        its listing when it is one (200)."""
+    def _start(self, inbound: InboundRequest, binding: str) -> _Position:
+        """Where the caller's page starts: its sealed token opened, else the first page."""
         sealed = inbound.query("pageToken")  # 400 when repeated: the backing reads one of them
-        if sealed:
-            query = _with_page_token(inbound.query_string, self._tokens.open(sealed, binding))
-            upstream = await self._forwarder.fetch(inbound.raw_path, query, inbound.headers)
-        else:
-            upstream = await self._forwarder.exchange(inbound)
-        if upstream.status_code != 200:
-            return upstream, None
-        return upstream, _listing(upstream.content, key)
+        if not sealed:
+            return _Position(None, 0)
+        return _Position.opened(self._tokens.open(sealed, binding))
 
-    def _visible_entries(self, principal: Principal, catalog: str, entries: list[Any],
-                         resource_of: Any) -> list[Any]:
-        return [e for e in entries if self._visible(principal, resource_of(catalog, e))]
+    async def _page(self, inbound: InboundRequest, token: str | None) -> httpx.Response:
+        """The backing's page at ``token`` (None: the caller's own first-page request)."""
+        if token is None and not inbound.query("pageToken"):
+            return await self._forwarder.exchange(inbound)
+        query = _with_page_token(inbound.query_string, token or "")  # "": a paged first page
+        return await self._forwarder.fetch(inbound.raw_path, query, inbound.headers)
 
-    def _visible(self, principal: Principal, resource: Resource | None) -> bool:
+    def _visible(self, principal: Principal, catalog: str, resource_of: Any,
+                 entry: Any) -> bool:
+        resource: Resource | None = resource_of(catalog, entry)
         return resource is not None and self._authorizer.can_see(principal, resource)
 
 
-MAX_HIDDEN_PAGES = 50
-"""Pages of only hidden entries skipped in one listing call before answering an empty page."""
+MAX_PAGES_PER_ANSWER = 50
+"""Backing pages read to fill one answer (hidden entries are skipped, not counted) before
+answering what was found so far."""
+
+
+@dataclass(frozen=True)
+class _Position:
+    """A place in the backing's listing: its page at ``token`` (None: the first page), past
+    the first ``skip`` entries of that page."""
+
+    token: str | None
+    skip: int
+
+    @classmethod
+    def opened(cls, plain: str) -> _Position:
+        """The position sealed in a page token (400 if it is not one: an older icegov's)."""
+        try:
+            token, skip = json.loads(plain)
+        except (ValueError, TypeError) as exc:
+            raise BadRequest("invalid pageToken") from exc
+        if not (token is None or isinstance(token, str)) or type(skip) is not int or skip < 0:
+            raise BadRequest("invalid pageToken")
+        return cls(token, skip)
+
+    def sealed(self) -> str:
+        return json.dumps([self.token, self.skip])
+
+
+class _Page:
+    """The caller's page being filled: ``size`` visible entries, or fewer only at the end, so
+    a page's length never tells that hidden entries were left out."""
+
+    def __init__(self, start: _Position, size: int) -> None:
+        self.entries: list[Any] = []
+        self.following: _Position | None = start
+        self._size = size
+        self._tokens_seen = {start.token}
+
+    def take(self, body: dict[str, Any], key: str, visible: Callable[[Any], bool]) -> bool:
+        """Take the visible entries of this backing page (``body``, at ``self.following``);
+        True once the caller's page is full. ``following`` is then where the next one starts."""
+        assert self.following is not None
+        here, entries = self.following, body[key]
+        for index in range(here.skip, len(entries)):
+            if visible(entries[index]):
+                self.entries.append(entries[index])
+            if len(self.entries) >= self._size:
+                self.following = (_Position(here.token, index + 1) if index + 1 < len(entries)
+                                  else self._next_page(body))
+                return True
+        self.following = self._next_page(body)
+        return False
+
+    def _next_page(self, body: dict[str, Any]) -> _Position | None:
+        token = body.get("next-page-token")
+        if token is None or token == "" or str(token) in self._tokens_seen:
+            return None
+        self._tokens_seen.add(str(token))
+        return _Position(str(token), 0)
+
+
+def _page_size(inbound: InboundRequest) -> int | None:
+    """The caller's pageSize (the gate has checked it is 1 to ``MAX_PAGE_SIZE``)."""
+    size = inbound.query("pageSize")
+    return int(size) if size and size.isdigit() and 0 < int(size) <= MAX_PAGE_SIZE else None
 
 
 def _listing(content: bytes, key: str) -> dict[str, Any]:

@@ -310,15 +310,37 @@ def test_pages_of_only_hidden_entries_are_skipped_not_shown_empty() -> None:
         analyst = icegov_token(client, "analyst:analyst-secret")
         auth = {"authorization": f"Bearer {analyst}"}
         response = client.get("/v1/namespaces?pageSize=2", headers=auth)
-        first = response.json()
-        assert first["namespaces"] == [["demo"]]
-        sealed = first["next-page-token"]  # the backing's "p4", sealed for the analyst
-        assert sealed.startswith("icg1.") and "p4" not in sealed
-        following = client.get("/v1/namespaces", params={"pageSize": "2", "pageToken": sealed},
-                               headers=auth)
-        assert following.json() == {"namespaces": [], "next-page-token": None}  # x: hidden
+        # demo is the only visible entry: the page is filled from every page up to the end
+        assert response.json() == {"namespaces": [["demo"]], "next-page-token": None}
     assert [r.url.params.get("pageToken") for r in upstream.seen] == [None, "p2", "p3", "p4"]
     assert all(r.url.params.get("pageSize") == "2" for r in upstream.seen)
+
+
+def test_walking_pages_yields_every_visible_entry_once_in_full_pages() -> None:
+    """Backing pages of three (whatever pageSize says), hidden entries interleaved: every
+    answer but the last holds exactly pageSize entries, resuming inside a backing page."""
+    listing = [{"namespace": ["hr" if i % 3 == 1 else "demo"], "name": f"t{i:02d}"}
+               for i in range(20)]
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        at = int(request.url.params.get("pageToken") or 0)
+        following = str(at + 3) if at + 3 < len(listing) else None
+        return httpx.Response(200, json={"identifiers": listing[at:at + 3],
+                                         "next-page-token": following})
+
+    with client_for(Upstream(answer)) as client:
+        auth = {"authorization": f"Bearer {icegov_token(client, 'analyst:analyst-secret')}"}
+        pages: list[list[str]] = []
+        params = {"pageSize": "2"}
+        while True:
+            page = client.get("/v1/namespaces/demo/tables", params=params, headers=auth).json()
+            pages.append([entry["name"] for entry in page["identifiers"]])
+            if page["next-page-token"] is None:
+                break
+            params = {"pageSize": "2", "pageToken": page["next-page-token"]}
+    visible = [e["name"] for e in listing if e["namespace"] == ["demo"]]
+    assert [name for page in pages for name in page] == visible
+    assert all(len(page) == 2 for page in pages[:-1]) and 1 <= len(pages[-1]) <= 2
 
 
 def test_page_tokens_open_only_for_their_caller_and_listing() -> None:
@@ -362,7 +384,7 @@ def test_page_skipping_never_loops_on_empty_or_repeated_pages() -> None:
         assert client.get("/v1/namespaces?pageSize=5", headers=auth).json()["namespaces"] == []
         for size in ("0", "-1", "x", "100000"):
             assert_error_model(client.get(f"/v1/namespaces?pageSize={size}", headers=auth), 400)
-    assert len(upstream.seen) == 1  # an empty page is not a page of hidden entries
+    assert len(upstream.seen) == 2  # the repeated token ends the listing
 
 
 def test_a_repeated_page_token_stops_the_skipping() -> None:
