@@ -121,6 +121,9 @@ def create_app(settings: Settings, backing: Backing | None = None,
                              key_or_process_key(settings.planning.task_key, "plan-tasks"))))
     handlers.update(_read_handlers(forwarder, answers, views, planner, settings,
                                    lambda: authorizer.generation, metrics))
+    view_handlers = ViewHandlers(forwarder, authorizer, views)
+    handlers.update(load_view=view_handlers.load_view, create_view=view_handlers.create_view,
+                    replace_view=view_handlers.replace_view)
     metrics.watch(manifest_cache=lambda: planner.manifests.stats, policy=authorizer, audit=audit)
     dispatcher = GovernedDispatcher(
         RouteTable(), handlers, _forward(forwarder), gate, audit, settings.max_body_bytes,
@@ -172,14 +175,12 @@ def _handlers(forwarder: Forwarder, authorizer: PolicyAuthorizer, config: Config
     async def oauth_tokens(inbound: InboundRequest, _: Admission) -> Response:
         return await token_endpoint(inbound)
 
-    views = ViewHandlers(forwarder, authorizer)
     return {
         "get_config": config.get_config,
         "oauth_tokens": oauth_tokens,
         "list_namespaces": listing.list_namespaces,
         "list_tables": listing.list_tables,
         "list_views": listing.list_views,
-        "load_view": views.load_view,
         "commit_table": commits.commit_table,
         "commit_transaction": commits.commit_transaction,
     }

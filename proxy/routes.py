@@ -93,11 +93,11 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", "/v1/{prefix}/transactions/commit", "commit_transaction", commit=True,
              json_body=True, owned=True),
     Endpoint("GET", _NS + "/views", "list_views", owned=True),
-    Endpoint("POST", _NS + "/views", "create_view", json_body=True),
+    Endpoint("POST", _NS + "/views", "create_view", owned=True, json_body=True),
     Endpoint("POST", _NS + "/register-view", "register_view", json_body=True),
     Endpoint("GET", _VIEW, "load_view", owned=True),
     Endpoint("HEAD", _VIEW, "view_exists"),
-    Endpoint("POST", _VIEW, "replace_view", commit=True, json_body=True),
+    Endpoint("POST", _VIEW, "replace_view", commit=True, owned=True, json_body=True),
     Endpoint("DELETE", _VIEW, "drop_view"),
     Endpoint("POST", "/v1/{prefix}/views/rename", "rename_view", json_body=True),
 )

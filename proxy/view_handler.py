@@ -1,11 +1,19 @@
-"""loadView for principals under column rules: a view's definition must not name what is hidden.
+"""View endpoints for principals under column rules: a view's definition must not name what
+is hidden.
 
 A view's metadata carries its SQL (every version's) and its output schemas, which name the
 columns and tables the view reads. Column rules hide a column's very existence from a principal
 (loadTable drops it), so a view over it would tell what loadTable hides. For a principal whose
-column rules (SELECT denies, masks) name anything, loadView reads the view's answer and refuses
-it (403) when a schema field or a word of any version's SQL is one of those names; otherwise,
-and for every other principal, the backing's answer is relayed unchanged. The check is by name,
+column rules (SELECT denies, and masks unless the client applies masks itself) name anything:
+
+- loadView reads the view's answer and refuses it (403) when a schema field or a word of any
+  version's SQL or of a property value is one of those names;
+- createView and replaceView are refused (403, nothing sent) when what they add names one, and
+  replaceView also when the view as it stands does (its answer is the whole metadata, every
+  version included); should the view change between that check and the replace so that the
+  answer names one, the answer is withheld (403, saying the view was replaced).
+
+Every other principal's requests are forwarded and answered unchanged. The check is by name,
 so it errs on the side of refusing: a view over another table with a column of the same name is
 refused too.
 """
@@ -17,35 +25,98 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 from starlette.responses import Response
 
 from proxy.admission import Admission
-from proxy.backing.forward import Forwarder, relayed_answer
+from proxy.backing.forward import Forwarder, relayed, relayed_answer, server_failure
 from proxy.errors import BackingUnavailable, Forbidden
 from proxy.inbound import InboundRequest
 from proxy.policy import PolicyAuthorizer
+from proxy.read_views import ReadViews
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
 
 
 class ViewHandlers:
-    """The view endpoints icegov answers itself (loadView)."""
+    """The view endpoints icegov answers itself (load, create, replace)."""
 
-    def __init__(self, forwarder: Forwarder, authorizer: PolicyAuthorizer) -> None:
+    def __init__(self, forwarder: Forwarder, authorizer: PolicyAuthorizer,
+                 read_views: ReadViews) -> None:
         self._forwarder = forwarder
         self._authorizer = authorizer
+        self._read_views = read_views
 
     async def load_view(self, inbound: InboundRequest, admission: Admission) -> Response:
-        principal = admission.principal
-        hidden = self._authorizer.hidden_names(principal) if principal is not None else None
+        hidden = self._hidden(inbound, admission)
         if not hidden:
             return await self._forwarder.forward(inbound)
         upstream = await self._forwarder.exchange(inbound)
         if upstream.status_code == 200 and names_any(_metadata(upstream.content), hidden):
-            assert principal is not None
-            raise Forbidden(f"{principal.name} may not load this view: its definition names "
-                            "columns or tables hidden from it")
+            raise _refused(admission, "load")
         return relayed_answer(upstream, upstream.content)
+
+    async def create_view(self, inbound: InboundRequest, admission: Admission) -> Response:
+        hidden = self._hidden(inbound, admission)
+        if hidden and names_any(_created(inbound.json()), hidden):
+            raise _refused(admission, "create")
+        return await self._forwarder.forward(inbound)
+
+    async def replace_view(self, inbound: InboundRequest, admission: Admission) -> Response:
+        hidden = self._hidden(inbound, admission)
+        if not hidden:
+            return await self._forwarder.forward(inbound)
+        if names_any(_replacement(inbound.json()), hidden):
+            raise _refused(admission, "change")
+        current = await self._forwarder.fetch(inbound.raw_path, b"", inbound.headers)
+        if current.status_code == 200 and names_any(_metadata(current.content), hidden):
+            raise _refused(admission, "change")
+        upstream = await self._forwarder.exchange(inbound)
+        return _replaced(upstream, hidden, admission)
+
+    def _hidden(self, inbound: InboundRequest, admission: Admission) -> frozenset[str]:
+        principal = admission.principal
+        if principal is None:
+            return frozenset()
+        return self._authorizer.hidden_names(
+            principal, masks_shown=self._read_views.applies_masks(inbound.headers))
+
+
+def _replaced(upstream: httpx.Response, hidden: frozenset[str],
+              admission: Admission) -> Response:
+    """The replace's answer, unless it names what is hidden (the view changed meanwhile)."""
+    if upstream.status_code >= 500:
+        raise server_failure(upstream.status_code, "replace_view", commit=True)
+    if upstream.status_code == 200 and names_any(_metadata(upstream.content), hidden):
+        assert admission.principal is not None
+        raise Forbidden(f"the view was replaced, but its definition now names columns or tables "
+                        f"hidden from {admission.principal.name}: it cannot be shown")
+    return relayed(upstream, upstream.content)
+
+
+def _refused(admission: Admission, verb: str) -> Forbidden:
+    assert admission.principal is not None
+    return Forbidden(f"{admission.principal.name} may not {verb} this view: its definition "
+                     "names columns or tables hidden from it")
+
+
+def _created(body: Any) -> dict[str, Any]:
+    """A createView body as view metadata (what ``names_any`` reads)."""
+    return {"schemas": [body.get("schema")], "versions": [body.get("view-version")],
+            "properties": body.get("properties")}
+
+
+def _replacement(body: Any) -> dict[str, Any]:
+    """What a replaceView body's updates add, as view metadata (what ``names_any`` reads)."""
+    updates = [u for u in body.get("updates") or () if isinstance(u, dict)]
+    properties: dict[str, Any] = {}
+    for update in updates:
+        if update.get("action") == "set-properties" and isinstance(update.get("updates"), dict):
+            properties.update(update["updates"])
+    return {"schemas": [u.get("schema") for u in updates if u.get("action") == "add-schema"],
+            "versions": [u.get("view-version") for u in updates
+                         if u.get("action") == "add-view-version"],
+            "properties": properties}
 
 
 def names_any(metadata: dict[str, Any], hidden: frozenset[str]) -> bool:

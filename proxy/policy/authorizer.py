@@ -147,11 +147,12 @@ class PolicyAuthorizer:
         subjects = decisions.subjects_of(self.policy, principal)
         return not self.policy.index.reads.subjects.isdisjoint(subjects)
 
-    def hidden_names(self, principal: Principal) -> frozenset[str]:
+    def hidden_names(self, principal: Principal, masks_shown: bool = False) -> frozenset[str]:
         """Lowercased names that the principal's column rules (SELECT denies, masks) end in:
-        what a view's definition must not name for the principal to load it."""
+        what a view's definition must not name for the principal to load it (``masks_shown``:
+        for a client that applies masks itself, masked columns are not hidden from it)."""
         subjects = decisions.subjects_of(self.policy, principal)
-        return self.policy.index.reads.named_segments(subjects)
+        return self.policy.index.reads.named_segments(subjects, masks_shown)
 
     def same_restrictions(self, source: Resource, destination: Resource) -> bool:
         """True when no subject's column or row rules differ between the two tables."""

@@ -196,10 +196,17 @@ class ReadIndex:
             self._combined[key] = found
         return found
 
-    def named_segments(self, subjects: Iterable[str]) -> frozenset[str]:
+    def named_segments(self, subjects: Iterable[str], masks_shown: bool = False
+                       ) -> frozenset[str]:
         """The last literal segments of ``subjects``' column rules (SELECT denies and masks),
-        lowercased: the names of the columns, tables or namespaces they hide or mask."""
-        names: set[str] = set()
+        lowercased: the names of the columns, tables or namespaces they hide or mask.
+
+        ``masks_shown``: the client applies masks itself, so a masked column is in its
+        loadTable answer and only denies hide names; unless two different masks apply
+        anywhere (a column under both is denied: fail closed, so every name counts)."""
+        denied: set[str] = set()
+        masked: set[str] = set()
+        kinds: set[tuple[object, object]] = set()
         for subject in subjects:
             bucket = self._columns.get(subject)
             if bucket is None:
@@ -207,9 +214,17 @@ class ReadIndex:
             for rules in (*bucket.exact.values(), *bucket.wild.values()):
                 # a rule ending in a wildcard (``….customers.*``) hides what lies beneath its
                 # last literal segment: that name stands for all of it
-                names.update(rule.pattern.segments[-1].lower() for rule in rules
-                             if rule.pattern.segments and rule.pattern.segments[-1] is not None)
-        return frozenset(names)
+                for rule in rules:
+                    last = rule.pattern.segments[-1] if rule.pattern.segments else None
+                    if last is None:
+                        continue
+                    mask = rule.mask if isinstance(rule, Restriction) else None
+                    (denied if mask is None else masked).add(last.lower())
+                    if mask is not None:
+                        kinds.add((mask.action, mask.value))
+        if masks_shown and len(kinds) <= 1:
+            return frozenset(denied)
+        return frozenset(denied | masked)
 
     def table_rules(self, subjects: Iterable[str], table: Resource) -> TableRules:
         """Gather what restricts ``table`` for ``subjects`` (all of a principal's subjects)."""

@@ -372,10 +372,6 @@ def test_a_wildcard_column_deny_keeps_its_columns_out_of_views(tmp_path: Path) -
     assert loaded.status_code == 403, loaded.text  # the column id, which loadTable hid
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "proxy/view_handler.py guards loadView only: a replace-view answer is the whole view "
-    "metadata (every version's SQL), relayed unread to a caller under column rules who may "
-    "ALTER the view (an empty update list is enough)"))
 def test_a_replace_view_answer_does_not_name_what_load_view_refuses(tmp_path: Path) -> None:
     rule = "p, analyst, icegov.demo.v, ALTER, allow\n"
     with ViewWorld(tmp_path, rule) as world:
@@ -386,10 +382,6 @@ def test_a_replace_view_answer_does_not_name_what_load_view_refuses(tmp_path: Pa
     assert "ssn" not in replaced.text, replaced.status_code
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "proxy/view_handler.py ViewHandlers.load_view refuses views naming masked columns to every "
-    "client, though a mask-capable client sees the masked column in loadTable: the demo "
-    "analyst on such a client cannot load an ordinary view over customers.email"))
 def test_a_mask_capable_client_loads_a_view_naming_a_column_it_sees_masked(
         tmp_path: Path) -> None:
     capable = {"x-client-version": "spark-masks 1.0"}
@@ -402,6 +394,58 @@ def test_a_mask_capable_client_loads_a_view_naming_a_column_it_sees_masked(
         loaded = world.load(view_answer("SELECT id, email FROM demo.customers",
                                         ["id", "email"]), capable)
     assert loaded.status_code == 200, loaded.text
+
+
+def a_version(sql: str) -> dict[str, Any]:
+    return {"version-id": 2, "timestamp-ms": 1, "schema-id": 0, "summary": {},
+            "default-namespace": ["demo"],
+            "representations": [{"type": "sql", "sql": sql, "dialect": "spark"}]}
+
+
+def a_schema(*names: str) -> dict[str, Any]:
+    return {"type": "struct", "schema-id": 0, "fields": [
+        {"id": n + 1, "name": name, "type": "string", "required": False}
+        for n, name in enumerate(names)]}
+
+
+def test_creating_a_view_that_names_a_hidden_column_sends_nothing(tmp_path: Path) -> None:
+    rule = "p, analyst, icegov.demo.w, CREATE_TABLE, allow\n"
+    with ViewWorld(tmp_path, rule) as world:
+        before = len(world.upstream.seen)
+        created = world.client.post("/v1/cat/namespaces/demo/views", headers=world.analyst, json={
+            "name": "w", "schema": a_schema("id"),
+            "view-version": a_version("SELECT id FROM demo.customers WHERE ssn > 0"),
+            "properties": {}})
+        assert_error_model(created, 403)
+        assert not [r for r in world.upstream.seen[before:] if r.method == "POST"]
+
+
+@pytest.mark.parametrize("update", [
+    {"action": "add-view-version", "view-version": a_version("SELECT ssn FROM demo.customers")},
+    {"action": "add-schema", "schema": a_schema("id", "ssn")},
+    {"action": "set-properties", "updates": {"spark.query-column-names": "id,ssn"}},
+])
+def test_a_replace_that_adds_a_hidden_name_sends_nothing(tmp_path: Path,
+                                                          update: dict[str, Any]) -> None:
+    rule = "p, analyst, icegov.demo.v, ALTER, allow\n"
+    with ViewWorld(tmp_path, rule) as world:
+        before = len(world.upstream.seen)
+        replaced = world.client.post("/v1/cat/namespaces/demo/views/v", headers=world.analyst,
+                                     json={"requirements": [], "updates": [update]})
+        assert_error_model(replaced, 403)
+        assert not [r for r in world.upstream.seen[before:] if r.method == "POST"]
+
+
+def test_a_replace_of_a_view_naming_nothing_hidden_is_answered(tmp_path: Path) -> None:
+    rule = "p, analyst, icegov.demo.v, ALTER, allow\n"
+    with ViewWorld(tmp_path, rule) as world:
+        replaced = world.client.post("/v1/cat/namespaces/demo/views/v", headers=world.analyst,
+                                     json={"requirements": [], "updates": [
+                                         {"action": "set-properties", "updates": {"k": "v"}}]})
+        assert replaced.status_code == 200, replaced.text
+        assert replaced.json()["metadata"]["versions"][0]["representations"][0]["sql"] == (
+            "SELECT id FROM demo.customers")
+        assert [r.method for r in world.upstream.seen[-2:]] == ["GET", "POST"]
 
 
 # ================================================================ audit verify
