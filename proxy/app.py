@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 import httpx
 from starlette.applications import Starlette
-from starlette.middleware import Middleware
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -25,7 +24,7 @@ from proxy.committer import Committer
 from proxy.config_handler import ConfigHandler
 from proxy.context import RequestContextMiddleware
 from proxy.credentials_handler import CredentialsHandler
-from proxy.dispatch import iceberg_app
+from proxy.dispatch import FastLaneApp
 from proxy.enforce import CatalogNames, Gate
 from proxy.evidence import ChangeClassifier
 from proxy.handlers import BackingHandlers, healthz
@@ -141,11 +140,10 @@ def create_app(settings: Settings, backing: Backing | None = None,
             await idempotency.close()
         audit.close()
 
-    return iceberg_app(
-        dispatcher,
+    return FastLaneApp(
+        dispatcher, RequestContextMiddleware,
         routes=[Route("/healthz", healthz), Route("/readyz", readiness.readyz),
                 Route("/metrics", metrics.endpoint)],
-        middleware=[Middleware(RequestContextMiddleware)],
         lifespan=lifespan,
     )
 

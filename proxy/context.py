@@ -1,6 +1,6 @@
 """Per-request context, as pure ASGI middleware (no BaseHTTPMiddleware: it fights streaming).
 
-The request id is also bound in structlog's contextvars for the duration of the request, so every
+The request id is also set in ``proxy.logs.REQUEST_ID`` for the duration of the request, so every
 log line written while handling it (in this task, its child tasks and its threadpool calls, which
 copy the context) carries ``request_id``.
 
@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from proxy.errors import error_body
+from proxy.logs import REQUEST_ID
 
 log = structlog.get_logger("icegov")
 
@@ -54,15 +55,17 @@ class RequestContextMiddleware:
                 message["headers"] = [*message.get("headers", []), header]
             await send(message)
 
-        with structlog.contextvars.bound_contextvars(request_id=rid):
-            try:
-                await self.app(scope, receive, send_with_id)
-            except Exception as exc:
-                if started:
-                    raise  # mid-response: nothing left to answer with; the server drops it
-                log.exception("unexpected error", path=scope.get("path"),
-                              error_type=type(exc).__name__)
-                await _internal_error()(scope, receive, send_with_id)
+        bound = REQUEST_ID.set(rid)  # a plain ContextVar: a fifth of structlog's binding cost
+        try:
+            await self.app(scope, receive, send_with_id)
+        except Exception as exc:
+            if started:
+                raise  # mid-response: nothing left to answer with; the server drops it
+            log.exception("unexpected error", path=scope.get("path"),
+                          error_type=type(exc).__name__)
+            await _internal_error()(scope, receive, send_with_id)
+        finally:
+            REQUEST_ID.reset(bound)
 
 
 def _incoming_id(scope: Scope) -> str | None:

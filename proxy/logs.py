@@ -19,6 +19,7 @@ import logging
 import re
 import sys
 from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import IO, Any
 
 import structlog
@@ -104,9 +105,23 @@ def redact_secrets(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDic
             for key, value in event_dict.items()}
 
 
+REQUEST_ID: ContextVar[str | None] = ContextVar("icegov_request_id", default=None)
+"""The id of the request being handled (set by ``proxy.context``): every log line written for
+it, in its task, child tasks and threadpool calls (which copy the context), carries it."""
+
+
+def add_request_id(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:
+    """structlog processor: the current request's ``request_id``, when there is one."""
+    rid = REQUEST_ID.get()
+    if rid is not None:
+        event_dict.setdefault("request_id", rid)
+    return event_dict
+
+
 def _shared_processors() -> list[Processor]:
     return [
         structlog.contextvars.merge_contextvars,
+        add_request_id,
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 
 from proxy.errors import BadRequest
 
@@ -118,6 +119,7 @@ def format_segment(segment: str) -> str:
     return '"' + segment.replace('"', '""') + '"'
 
 
+@lru_cache(maxsize=16_384)  # the same few tables are named on every request
 def format_segments(parts: tuple[str, ...]) -> str:
     """Segments in the text form, e.g. ``icegov."demo.priv".t``."""
     return ".".join(format_segment(p) for p in parts)

@@ -251,8 +251,10 @@ class Forwarder:
     ) -> httpx.Request:
         target = self._base_path + raw_path + (b"?" + query if query else b"")
         headers = await self._headers(caller_headers)
+        # the body as a ready stream: httpx adds no Host or Content-Length of its own (every
+        # transport here frames the request itself), and skips its content encoding (~7 µs)
         return httpx.Request(
-            method, self._url(target), headers=headers, content=body,
+            method, self._url(target), headers=headers, stream=httpx.ByteStream(body),
             extensions=self._timeout_extension,
         )
 
@@ -296,9 +298,15 @@ async def _decoded_body(response: httpx.Response) -> bytes:
 
 
 async def _stream(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The answer's bytes as the backing sent them (not decoded: they are relayed with their
+    own headers), read from the transport's stream itself (httpx's ``aiter_raw`` re-chunks)."""
     try:
         if response.is_stream_consumed:  # a transport that answered with a pre-read body
             yield response.content
+            return
+        if isinstance(response.stream, httpx.AsyncByteStream):
+            async for chunk in response.stream:
+                yield chunk
             return
         async for chunk in response.aiter_raw():
             yield chunk
@@ -307,8 +315,11 @@ async def _stream(response: httpx.Response) -> AsyncIterator[bytes]:
 
 
 def _relay_whole(response: httpx.Response) -> bool:
-    length = response.headers.get("content-length")
-    return length is not None and length.isdigit() and int(length) <= WHOLE_BODY_LIMIT
+    """True for one Content-Length of at most ``WHOLE_BODY_LIMIT`` (read from the raw headers:
+    httpx's ``Headers.get`` re-normalises every header on each lookup)."""
+    lengths = [v for k, v in response.headers.raw if k.lower() == b"content-length"]
+    return (len(lengths) == 1 and lengths[0].isdigit()
+            and int(lengths[0]) <= WHOLE_BODY_LIMIT)
 
 
 def relayable_headers(response: httpx.Response) -> list[tuple[bytes, bytes]]:

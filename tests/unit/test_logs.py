@@ -178,24 +178,24 @@ def test_readyz_discloses_no_policy_paths_or_contents(tmp_path: Any) -> None:
 
 def test_an_unexpected_error_is_a_500_with_the_request_id_on_answer_and_log(
         stream: io.StringIO) -> None:
-    from starlette.middleware import Middleware
-
-    from proxy.dispatch import iceberg_app
+    from proxy.dispatch import FastLaneApp
 
     async def boom(_: Request) -> JSONResponse:
         raise RuntimeError(f"failed with Authorization: Bearer {TOKEN}")
 
     async def fallback(*_: Any) -> None:
-        raise AssertionError("not reached")
+        raise RuntimeError(f"failed with Authorization: Bearer {TOKEN}")
 
-    app = iceberg_app(fallback, routes=[Route("/boom", boom)],
-                      middleware=[Middleware(RequestContextMiddleware)])
+    app = FastLaneApp(fallback, RequestContextMiddleware, routes=[Route("/boom", boom)])
     with TestClient(app) as client:  # raise_server_exceptions: nothing escapes the middleware
         response = client.get("/boom", headers={"x-request-id": "req-500"})
+        fast = client.get("/v1/config", headers={"x-request-id": "req-fast"})
+    assert fast.status_code == 500 and fast.headers["x-request-id"] == "req-fast"
+    assert fast.json()["error"]["message"] == "internal error in icegov"
     assert response.status_code == 500
     assert response.headers["x-request-id"] == "req-500"
     assert response.json()["error"] == {"message": "internal error in icegov",
                                         "type": "ServiceFailureException", "code": 500}
-    (logged,) = [line for line in lines(stream) if line["event"] == "unexpected error"]
+    logged, _ = [line for line in lines(stream) if line["event"] == "unexpected error"]
     assert logged["request_id"] == "req-500" and logged["level"] == "error"
     assert "RuntimeError" in logged["exception"] and TOKEN not in stream.getvalue()
