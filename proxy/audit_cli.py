@@ -50,11 +50,14 @@ def audit() -> None:
                    "from an audit.resumed or audit.closed log line kept elsewhere.")
 @click.option("--expect-last", type=ANCHOR, default=None,
               help="The record the chain must end with: nothing cut after it, nothing added.")
+@click.option("--writer", default=None, metavar="wN",
+              help="Check only this worker's chain (records with \"writer\": \"wN\") in a "
+                   "stream several `icegov serve --workers` workers wrote, e.g. their stdout.")
 @click.option("--require-hmac", is_flag=True,
               help="Fail on any record not sealed with HMAC (and, as always, on HMAC records "
                    "without the key).")
 def verify_command(files: tuple[Path, ...], key: str | None, anchors: tuple[Link, ...],
-                   expect_last: Link | None, require_hmac: bool) -> None:
+                   expect_last: Link | None, require_hmac: bool, writer: str | None) -> None:
     """Check FILES, in order, as one chain: every line's bytes, hash, seq and link.
 
     Give rotated files oldest first, then the live file (`audit.log.* audit.log` sorts so).
@@ -65,7 +68,7 @@ def verify_command(files: tuple[Path, ...], key: str | None, anchors: tuple[Link
     """
     try:
         result = verify(files, key.encode("utf-8") if key else None, anchors=anchors,
-                        expect_last=expect_last, require_hmac=require_hmac)
+                        expect_last=expect_last, require_hmac=require_hmac, writer=writer)
     except NeedsKey as exc:
         raise click.UsageError(f"{exc} (--key or ICEGOV__AUDIT__HMAC_KEY)") from None
     except OSError as exc:

@@ -122,9 +122,10 @@ def worker_audit_file(path: Path, index: int) -> Path:
 
 
 def for_worker(settings: Settings, index: int) -> Settings:
-    """``settings`` with the audit file made this worker's own."""
+    """``settings`` with the audit chain made this worker's own: its own file, and its records
+    naming it (``writer``), so chains sharing stdout can be told apart."""
     audit = settings.audit
-    if audit.file is None:
-        return settings
-    own = audit.model_copy(update={"file": worker_audit_file(audit.file, index)})
-    return settings.model_copy(update={"audit": own})
+    update: dict[str, object] = {"writer": f"w{index}"}
+    if audit.file is not None:
+        update["file"] = worker_audit_file(audit.file, index)
+    return settings.model_copy(update={"audit": audit.model_copy(update=update)})

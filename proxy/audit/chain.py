@@ -3,7 +3,8 @@
 Every record carries ``schema`` (``icegov.audit/2``), ``seq`` (1, 2, … across the whole stream),
 ``prev`` (the previous record's ``hash``; 64 zeros before the first) and ``hash``: SHA-256 in hex
 over the record's canonical JSON without ``hash`` (sorted keys, compact separators, ASCII), or
-HMAC-SHA256 under a key when the record says ``"mac": "hmac-sha256"``.
+HMAC-SHA256 under a key when the record says ``"mac": "hmac-sha256"``. A worker of
+``icegov serve --workers`` writes its own chain and names it in ``writer`` (``w0``, ``w1``...).
 """
 
 from __future__ import annotations
@@ -62,9 +63,10 @@ class Chain:
     """Seals events into lines, each linked to the one before. Not thread-safe by itself: the
     caller holds one lock around sealing and writing, so the order on disk is the chain's."""
 
-    def __init__(self, key: bytes | None, last: Link = START) -> None:
+    def __init__(self, key: bytes | None, last: Link = START, writer: str | None = None) -> None:
         self._key = key
         self.last = last
+        self._writer = writer
 
     def seal(self, event: Mapping[str, Any]) -> tuple[str, int]:
         """The event as one JSON line (no newline) with seq, prev and hash; and its seq."""
@@ -72,6 +74,8 @@ class Chain:
         body = {**event, "schema": SCHEMA, "seq": seq, "prev": self.last.hash}
         if self._key is not None:
             body["mac"] = HMAC_SHA256
+        if self._writer is not None:
+            body["writer"] = self._writer
         data = canonical(body)
         sealed = digest(data, self._key)
         self.last = Link(seq, sealed)

@@ -94,7 +94,7 @@ class AuditLog:
         self._sinks: list[Sink] = sinks if sinks is not None else _sinks(settings)
         files = [s for s in self._sinks if isinstance(s, AuditFile)]
         last = files[0].last_link() if files else None
-        self._chain = Chain(settings.key_bytes(), last or START)
+        self._chain = Chain(settings.key_bytes(), last or START, settings.writer)
         self._lock = threading.Lock()
         self._closed = False
         if self._sinks:

@@ -21,6 +21,11 @@ class AuditSettings(BaseModel):
         default=None, gt=0, description="Rotate the audit file before it would grow past this.")
     rotate_seconds: float | None = Field(
         default=None, gt=0, description="Rotate the audit file once it has been open this long.")
+    writer: str | None = Field(
+        default=None, pattern=r"^w[0-9]{1,4}$",
+        description="Set by `icegov serve --workers`: the worker writing this chain. Every "
+                    "record carries it, so chains sharing stdout can be told apart "
+                    "(`icegov audit verify --writer`).")
     fail_closed: bool = Field(
         default=False, description="Refuse mutating requests (503) while the last audit write "
                                    "failed.")

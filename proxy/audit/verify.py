@@ -95,25 +95,33 @@ def _lines(paths: Sequence[Path]) -> Iterator[_Line]:
 
 
 def verify(paths: Sequence[Path], key: bytes | None = None, *, anchors: Sequence[Link] = (),
-           expect_last: Link | None = None, require_hmac: bool = False) -> Intact | Broken:
+           expect_last: Link | None = None, require_hmac: bool = False,
+           writer: str | None = None) -> Intact | Broken:
     """Check the chain across ``paths`` (in order); raises ``NeedsKey`` and ``OSError``.
 
     ``anchors``: records the chain must hold with exactly that hash; ``expect_last``: the record
     the chain must end with (nothing cut after it, nothing added); ``require_hmac``: a record
-    not sealed with HMAC is broken."""
+    not sealed with HMAC is broken; ``writer``: check only that worker's chain in a stream
+    several workers wrote (without it, a second writer's record is named as interleaved)."""
     lines = _lines(paths)
     pinned = Anchors(anchors, expect_last)
     last: Link | None = None
     first: int | None = None
     count = 0
     last_line: _Line | None = None
+    writers = _Writers(writer)
     for line in lines:
         record = _parse(line)
         if isinstance(record, Broken):
             return record
+        if not writers.checks(record):
+            continue
+        if (other := writers.interleaved(line, record)) is not None:
+            return other
         crossed = last_line.file if last_line and last_line.file != line.file else None
         problem = (_sealing(line, record, key, require_hmac)
-                   or _linking(line, record, last, crossed, lines) or _form(line, record)
+                   or _linking(line, record, last, crossed, lines, writers)
+                   or _form(line, record)
                    or _where(line, record["seq"], pinned.check(record["seq"], record["hash"])))
         if problem is not None:
             return problem
@@ -125,6 +133,30 @@ def verify(paths: Sequence[Path], key: bytes | None = None, *, anchors: Sequence
         return Broken(where.file, where.number, last.seq if last else None, at_end)
     return Intact(count, len(paths), first, last.seq if last else None, key is not None,
                   pinned.matched, last.hash if last else None)
+
+
+class _Writers:
+    """Which records a check covers: all (one writer expected) or one worker's (``writer``)."""
+
+    def __init__(self, writer: str | None) -> None:
+        self._writer = writer
+        self._seen = False
+        self._first: object = None  # the first record's writer (None: a single process)
+
+    def checks(self, record: dict[str, Any]) -> bool:
+        return self._writer is None or record.get("writer") == self._writer
+
+    def interleaved(self, line: _Line, record: dict[str, Any]) -> Broken | None:
+        """A record of another writer than the stream's first, when no writer was chosen."""
+        found = record.get("writer")
+        if not self._seen:
+            self._seen, self._first = True, found
+        if self._writer is not None or found == self._first:
+            return None
+        names = ", ".join(str(w) for w in (self._first, found))
+        return Broken(line.file, line.number, record.get("seq"),
+                      f"records of several writers interleave here ({names}): check each "
+                      "worker's chain with --writer")
 
 
 def _where(line: _Line, seq: int, what: str | None) -> Broken | None:
@@ -180,7 +212,7 @@ def _form(line: _Line, record: dict[str, Any]) -> Broken | None:
 
 
 def _linking(line: _Line, record: dict[str, Any], last: Link | None, crossed: str | None,
-             rest: Iterator[_Line]) -> Broken | None:
+             rest: Iterator[_Line], writers: _Writers) -> Broken | None:
     seq, prev = record["seq"], record["prev"]
     where = f" (the first record of this file, after {crossed})" if crossed else ""
 
@@ -199,7 +231,7 @@ def _linking(line: _Line, record: dict[str, Any], last: Link | None, crossed: st
         return None
     if seq < expected:
         return broken(f"seq {seq} after seq {last.seq}: a repeated, inserted or reordered record")
-    later = _find(rest, expected)
+    later = _find(rest, expected, writers)
     if later is not None:
         return broken(f"reordered: seq {expected} was expected here and comes later "
                       f"({later.file}:{later.number})")
@@ -207,12 +239,12 @@ def _linking(line: _Line, record: dict[str, Any], last: Link | None, crossed: st
     return broken(f"records missing before it ({missing}): deleted")
 
 
-def _find(rest: Iterator[_Line], seq: int) -> _Line | None:
+def _find(rest: Iterator[_Line], seq: int, writers: _Writers) -> _Line | None:
     for line in rest:
         try:
             record = json.loads(line.raw)
         except ValueError:
             continue
-        if isinstance(record, dict) and record.get("seq") == seq:
+        if isinstance(record, dict) and record.get("seq") == seq and writers.checks(record):
             return line
     return None
