@@ -272,7 +272,8 @@ def test_a_killed_worker_is_replaced_in_its_slot_and_its_chain_resumes(
     for _ in range(20):  # fresh connections: both workers, the new one included, answer some
         with httpx.Client(timeout=10) as client:
             assert client.get(f"{workers.url}/v1/config").status_code in (200, 401)
-    audits = [p for p in workers.workdir.iterdir() if p.name.startswith("audit")]
+    audits = [p for p in workers.workdir.iterdir()
+              if p.name.startswith("audit") and p.suffix == ".log"]
     assert sorted(p.name for p in audits) == ["audit.w0.log", "audit.w1.log"]
     for path in workers.audit_files():
         assert isinstance(verify([path]), Intact), path

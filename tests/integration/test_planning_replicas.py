@@ -23,17 +23,20 @@ ANOTHER_KEY = "another-plan-task-key-of-another-deployment"
 
 
 @contextlib.contextmanager
-def replica(workdir: Path, key: str) -> Iterator[str]:
-    """An icegov process on the shared embedded catalog (one warehouse) with ``key``."""
+def replica(workdir: Path, key: str, name: str) -> Iterator[str]:
+    """An icegov process on the shared embedded catalog (one warehouse) with ``key`` (and its
+    own audit file: one writer per file)."""
     settings = settings_for_tests(workdir, planning={"shard_files": 2, "task_key": key})
-    with serve(create_app(settings)) as url:
+    audit = settings.audit.model_copy(update={"file": workdir / f"audit-{name}.log"})
+    with serve(create_app(settings.model_copy(update={"audit": audit}))) as url:
         yield url
 
 
 @pytest.fixture()
 def replicas(tmp_path: Path) -> Iterator[tuple[str, str, str]]:
-    with replica(tmp_path, SHARED_KEY) as first, replica(tmp_path, SHARED_KEY) as second, \
-            replica(tmp_path, ANOTHER_KEY) as stranger:
+    with replica(tmp_path, SHARED_KEY, "first") as first, \
+            replica(tmp_path, SHARED_KEY, "second") as second, \
+            replica(tmp_path, ANOTHER_KEY, "stranger") as stranger:
         catalog = RestCatalog("admin", uri=first, credential=ADMIN)
         catalog.create_namespace("replicas")
         many_files(catalog, "replicas.many", 5)
