@@ -161,6 +161,28 @@ class ObjectStoreRoot:
         return self.contains(location)  # whether it exists is learnt only by reading it
 
 
+def place_of(location: str) -> tuple[str, ...] | None:
+    """Where ``location`` really is, as segments from the top (``("file", "srv", "wh", ...)``
+    with symbolic links resolved, or ``(scheme, bucket, *key segments)``), fully
+    percent-decoded; None when it is not a canonical local or object-store location. Two
+    locations name the same place, or one lies under the other, exactly when their places are
+    equal or one is a prefix of the other."""
+    forms = _decodings(location)
+    if forms is None:
+        return None
+    decoded = forms[-1]
+    if is_object_store_uri(decoded):
+        key = ObjectKey.parse(decoded)
+        return None if key is None else (key.scheme, key.bucket, *key.segments)
+    parsed = urlparse(decoded)
+    if parsed.scheme not in ("", "file") or parsed.netloc not in ("", "localhost"):
+        return None
+    raw = parsed.path if parsed.scheme else decoded
+    if not raw.startswith("/") or "\x00" in raw:
+        return None
+    return ("file", *Path(os.path.realpath(raw)).parts[1:])
+
+
 def is_object_store_uri(value: str) -> bool:
     """True when ``value`` names an object-store location (``s3://...``) rather than a path."""
     return urlparse(value).scheme in OBJECT_STORE_SCHEMES

@@ -5,7 +5,8 @@ statistics) that any writer of its metadata chose: a registered table's metadata
 written by whoever registered it. pyiceberg's ``purge_table`` deletes every file so named,
 wherever it is. Here a file is deleted (or read, to find more files) only when it lies under the
 warehouse *and* under one of the table's own roots: its ``location`` or a ``write.*.path``
-property. Files elsewhere (another bucket, the catalog's database, another table's directory
+property, *and* not under the directory of another table or view the catalog still has. Files
+elsewhere (another bucket, the catalog's database, another table's directory
 outside this table's roots) are left alone. Deletion failures are logged, as pyiceberg does:
 the table is already dropped and a missing file is no reason to fail.
 """
@@ -17,13 +18,15 @@ from functools import partial
 from typing import TypeVar
 
 import structlog
-from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import ManifestFile
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Identifier
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
-from proxy.catalog.locations import Warehouse, WarehouseRoot, warehouse_root
+from proxy.catalog.locations import Warehouse, WarehouseRoot, place_of, warehouse_root
 from proxy.locations import LOCATION_PROPERTIES
 
 log = structlog.get_logger(__name__)
@@ -31,19 +34,43 @@ T = TypeVar("T")
 
 
 class TableFiles:
-    """Says whether a location is one of a table's own files: inside the warehouse and under
-    the table's location or a ``write.*.path`` root."""
+    """Says whether a location is one of a table's own files: inside the warehouse, under the
+    table's location or a ``write.*.path`` root, and not under another live table's or view's
+    directory (``others``: where their metadata files are, see ``live_directories``), so a
+    table placed over another's files, or registered from its metadata, never purges them."""
 
-    def __init__(self, warehouse: Warehouse, metadata: TableMetadata) -> None:
+    def __init__(self, warehouse: Warehouse, metadata: TableMetadata,
+                 others: frozenset[tuple[str, ...]] = frozenset()) -> None:
         self._warehouse = warehouse
         roots = [metadata.location, *(metadata.properties[key] for key in LOCATION_PROPERTIES
                                       if key in metadata.properties)]
         self._roots: list[WarehouseRoot] = [_root(r) for r in roots if warehouse.contains(r)]
+        self._others = others
 
     def owns(self, location: str) -> bool:
         """True when ``location`` may be read or deleted as this table's file."""
-        return self._warehouse.contains(location) and any(
-            root.contains(location) for root in self._roots)
+        if not (self._warehouse.contains(location)
+                and any(root.contains(location) for root in self._roots)):
+            return False
+        place = place_of(location)
+        return place is not None and not any(
+            place[:depth] in self._others for depth in range(1, len(place) + 1))
+
+
+def live_directories(catalog: SqlCatalog) -> frozenset[tuple[str, ...]]:
+    """The directory of every table and view the catalog still has: where its current metadata
+    file lies, less a last ``metadata`` segment (``<location>/metadata/v3.metadata.json``)."""
+    with Session(catalog.engine) as session:
+        locations = session.execute(select(IcebergTables.metadata_location).where(
+            IcebergTables.catalog_name == catalog.name)).scalars().all()
+    directories: set[tuple[str, ...]] = set()
+    for location in locations:
+        place = place_of(location) if location else None
+        if place is None or len(place) < 3:
+            continue
+        directory = place[:-1]
+        directories.add(directory[:-1] if directory[-1] == "metadata" else directory)
+    return frozenset(directories)
 
 
 def _root(location: str) -> WarehouseRoot:
@@ -55,7 +82,7 @@ def purge_table(catalog: SqlCatalog, identifier: Identifier) -> None:
     table = catalog.load_table(identifier)
     catalog.drop_table(identifier)
     metadata = table.metadata
-    files = TableFiles(Warehouse(catalog), metadata)
+    files = TableFiles(Warehouse(catalog), metadata, live_directories(catalog))
     io = table.io
     manifests = list(_manifests(io, metadata, files))
     _delete(io, files, _data_files(io, manifests, files))

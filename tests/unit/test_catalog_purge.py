@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
 
@@ -65,6 +66,28 @@ def test_purging_a_registered_copy_of_another_table_keeps_the_other_tables_files
     assert files_under(Path(victim.location().removeprefix("file://"))) == victim_files
     assert catalog.load_table(("demo", "victim")).scan().to_arrow().num_rows == 6
     assert not copy_metadata.exists()  # its own file went
+
+
+@pytest.mark.parametrize("placed_at", ["victim", "namespace", "warehouse"])
+def test_a_registered_table_placed_over_another_purges_none_of_its_files(
+        tmp_path: Path, placed_at: str) -> None:
+    catalog = open_catalog(tmp_path)
+    victim = table_with_rows(catalog, "victim")
+    victim_root = Path(victim.location().removeprefix("file://"))
+    victim_files = files_under(victim_root)
+    location = {"victim": victim_root, "namespace": victim_root.parent,
+                "warehouse": tmp_path / "warehouse"}[placed_at]
+    crafted = json.loads(Path(victim.metadata_location.removeprefix("file://")).read_text())
+    crafted["location"] = location.as_uri()
+    own = tmp_path / "warehouse" / "demo" / "copy" / "metadata" / "00000-copy.metadata.json"
+    own.parent.mkdir(parents=True)
+    own.write_text(json.dumps(crafted))
+    store.register_table(catalog, ("demo", "copy"), own.as_uri(), False)
+
+    purge_table(catalog, ("demo", "copy"))
+
+    assert files_under(victim_root) == victim_files
+    assert catalog.load_table(("demo", "victim")).scan().to_arrow().num_rows == 6
 
 
 def test_purging_a_table_whose_manifest_list_is_missing_still_drops_it(tmp_path: Path) -> None:
