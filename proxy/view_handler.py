@@ -121,13 +121,13 @@ def _replacement(body: Any) -> dict[str, Any]:
 
 def names_any(metadata: dict[str, Any], hidden: frozenset[str]) -> bool:
     """Whether a schema field (or a word of its doc), a word of a SQL representation or a word
-    of a property value of ``metadata`` (view metadata JSON) is one of the ``hidden``
+    of a property (key or value) of ``metadata`` (view metadata JSON) is one of the ``hidden``
     (lowercased) names."""
     names = {name.lower() for name in _field_names(metadata.get("schemas"))}
     texts = [sql.lower() for sql in _sql_texts(metadata.get("versions"))]
     properties = metadata.get("properties")  # e.g. Spark's spark.query-column-names
     if isinstance(properties, dict):
-        texts += [str(value).lower() for value in properties.values()]
+        texts += [str(text).lower() for item in properties.items() for text in item]
     names.update(word.lower() for text in texts for word in _WORD.findall(text))
     if not names.isdisjoint(hidden):
         return True

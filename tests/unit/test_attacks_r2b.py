@@ -408,6 +408,13 @@ def a_schema(*names: str) -> dict[str, Any]:
         for n, name in enumerate(names)]}
 
 
+def test_a_view_property_key_naming_a_hidden_column_is_refused(tmp_path: Path) -> None:
+    with ViewWorld(tmp_path) as world:
+        refused = world.load(view_answer("SELECT id FROM demo.customers", ["id"],
+                                         properties={"comment.ssn": "x"}))
+    assert_error_model(refused, 403)
+
+
 def test_creating_a_view_that_names_a_hidden_column_sends_nothing(tmp_path: Path) -> None:
     rule = "p, analyst, icegov.demo.w, CREATE_TABLE, allow\n"
     with ViewWorld(tmp_path, rule) as world:
