@@ -241,6 +241,10 @@ class Forwarder:
             raise (CommitTimeout if commit else BackingTimeout)(message) from exc
         except (httpx.TransportError, httpx.DecodingError) as exc:
             raise (CommitStateUnknown if commit else BackingUnavailable)(_describe(exc)) from exc
+        except BackingFailed as exc:  # too large: a commit's answer unread, its outcome unknown
+            if commit:
+                raise CommitStateUnknown(exc.message) from exc
+            raise
         headers = [h for h in response.headers.raw if h[0].lower() != b"content-encoding"]
         return httpx.Response(response.status_code, headers=headers, content=body,
                               request=request)

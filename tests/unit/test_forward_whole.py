@@ -65,3 +65,11 @@ def test_a_compressed_answer_within_the_cap_is_read_decoded() -> None:
     read = asyncio.run(forwarder_for(answer).fetch(b"/v1/config", b"", ()))
     assert read.content == b'{"defaults": {}}' and read.json() == {"defaults": {}}
     assert "content-encoding" not in read.headers
+
+
+def test_a_commit_answer_past_the_cap_leaves_the_outcome_unknown(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(forward, "MAX_WHOLE_ANSWER_BYTES", 1024)
+    forwarder = forwarder_for(httpx.Response(200, content=b"x" * 4096))
+    with pytest.raises(CommitStateUnknown):
+        asyncio.run(forwarder.exchange(inbound("POST", "/v1/namespaces/demo/tables/t", b"{}")))
