@@ -237,3 +237,16 @@ class Warehouse:
         """400 when a table's location or its properties leave the warehouse."""
         self.check(metadata.location, "table location")
         self.check_table_properties(metadata.properties)
+
+    def check_named_files(self, metadata: TableMetadata) -> None:
+        """400 when a file the metadata itself names (previous metadata files, manifest lists,
+        statistics) lies outside the warehouse: what register adopts must be the warehouse's
+        (manifests and data files are confined where they are read or deleted)."""
+        named = [
+            *(entry.metadata_file for entry in metadata.metadata_log),
+            *(snapshot.manifest_list for snapshot in metadata.snapshots),
+            *(stats.statistics_path for stats in metadata.statistics),
+            *(stats.statistics_path for stats in metadata.partition_statistics),
+        ]
+        for location in named:
+            self.check(location, "a file named by the table metadata")

@@ -161,6 +161,7 @@ def _check_registrable(catalog: SqlCatalog, location: str) -> None:
         raise unreadable from exc
     try:
         warehouse.check_metadata(metadata)
+        warehouse.check_named_files(metadata)
     except BadRequest as exc:  # a file that names a place outside: the same answer again
         raise unreadable from exc
 

@@ -12,6 +12,7 @@ from pyiceberg.table import Table
 
 from proxy.catalog import store
 from proxy.catalog.purge import purge_table
+from proxy.errors import BadRequest
 
 
 def open_catalog(tmp_path: Path) -> SqlCatalog:
@@ -109,3 +110,26 @@ def test_table_properties_never_configure_the_catalogs_file_io(tmp_path: Path) -
                          properties={"buffer-size": "abc", "s3.endpoint": "http://evil"})
     io = catalog.load_table(("demo", "t")).io
     assert "buffer-size" not in io.properties and "s3.endpoint" not in io.properties
+
+
+@pytest.mark.parametrize("field", ["metadata-log", "manifest-list", "statistics"])
+def test_register_refuses_metadata_naming_files_outside_the_warehouse(
+        tmp_path: Path, field: str) -> None:
+    catalog = open_catalog(tmp_path)
+    source = table_with_rows(catalog, "source")
+    crafted = json.loads(Path(source.metadata_location.removeprefix("file://")).read_text())
+    outside = (tmp_path / "outside.bin").as_uri()
+    if field == "metadata-log":
+        crafted["metadata-log"] = [{"metadata-file": outside, "timestamp-ms": 1}]
+    elif field == "manifest-list":
+        crafted["snapshots"][0]["manifest-list"] = outside
+    else:
+        crafted["statistics"] = [{"snapshot-id": crafted["snapshots"][0]["snapshot-id"],
+                                  "statistics-path": outside, "file-size-in-bytes": 1,
+                                  "file-footer-size-in-bytes": 1, "blob-metadata": []}]
+    own = tmp_path / "warehouse" / "demo" / "crafted" / "metadata" / "00000-c.metadata.json"
+    own.parent.mkdir(parents=True)
+    own.write_text(json.dumps(crafted))
+    with pytest.raises(BadRequest):
+        store.register_table(catalog, ("demo", "crafted"), own.as_uri(), False)
+    assert not catalog.table_exists(("demo", "crafted"))
