@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
@@ -21,7 +22,11 @@ from starlette.testclient import TestClient
 from proxy.app import create_app
 from proxy.catalog import store
 from proxy.catalog.purge import purge_table
+from proxy.listing import MAX_PAGES_PER_ANSWER
 from tests.support.settings import settings_for_tests
+from tests.support.upstream import ALL_ENDPOINTS, Upstream, client_for, icegov_token
+
+ANALYST = "analyst:analyst-secret"
 
 REST_SCHEMA = {"type": "struct", "schema-id": 0, "fields": [
     {"id": 1, "name": "id", "type": "long", "required": False}]}
@@ -220,3 +225,219 @@ def test_dot_segments_in_a_manifest_entry_never_reach_another_table(
     purge_table(catalog, ("demo", "thief"))
 
     assert files_under(Path(victim.location().removeprefix("file://"))) == victim_files
+
+
+# -- listings and views, as principals under a policy of this file's own -----------------------
+
+POLICY = """\
+p, admin, *, *, allow
+p, analyst, icegov, BROWSE, allow
+p, analyst, icegov.r3, BROWSE, allow
+p, analyst, icegov.r3.*, READ, allow
+p, analyst, icegov.r3.people.ssn, SELECT, deny
+p, writer, icegov, BROWSE, allow
+p, writer, icegov.r3, BROWSE, allow
+p, writer, icegov.r3.v, ALTER, allow
+"""
+PEOPLE = {"type": "struct", "schema-id": 0, "fields": [
+    {"id": 1, "name": "id", "type": "long", "required": False},
+    {"id": 2, "name": "ssn", "type": "string", "required": False}]}
+SECRET_SQL = "SELECT id FROM r3.people WHERE plan = 'merger-with-acme'"
+
+
+class Governed:
+    """A TestClient on icegov with ``POLICY`` and a bearer header per demo principal."""
+
+    def __init__(self, client: TestClient) -> None:
+        self.client = client
+        self.admin, self.analyst, self.writer = (self._login(who) for who in
+                                                 ("admin", "analyst", "writer"))
+
+    def _login(self, who: str) -> dict[str, str]:
+        answer = self.client.post("/v1/oauth/tokens", data={
+            "grant_type": "client_credentials", "client_id": who,
+            "client_secret": f"{who}-secret", "scope": "catalog"})
+        return {"authorization": f"Bearer {answer.json()['access_token']}"}
+
+    def namespaces(self, who: dict[str, str], **params: Any) -> dict[str, Any]:
+        answer = self.client.get("/v1/namespaces", params=params, headers=who)
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json())
+
+    def pages(self, who: dict[str, str], size: int) -> list[list[Any]]:
+        """Every page of the namespace listing at ``size``, following its tokens."""
+        pages, token = [], None
+        for _ in range(50):
+            body = self.namespaces(who, pageSize=size, **({"pageToken": token} if token else {}))
+            pages.append(body["namespaces"])
+            token = body.get("next-page-token")
+            if not token:
+                return pages
+        raise AssertionError("the listing never ended")
+
+
+@pytest.fixture()
+def governed(tmp_path: Path) -> Iterator[Governed]:
+    policy = tmp_path / "policy.csv"
+    policy.write_text(POLICY)
+    settings = settings_for_tests(tmp_path, policy={"policy_path": policy})
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        governed = Governed(client)
+        client.post("/v1/namespaces", json={"namespace": ["r3"]}, headers=governed.admin)
+        yield governed
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "a full page carries a next-page-token only when more entries follow in the backing, "
+    "hidden ones included: the analyst's one visible namespace comes with a token (and an "
+    "empty next page) exactly when a hidden namespace sorts after it (proxy/listing.py "
+    "_Page.take / _next_page); fix: look ahead for one more visible entry before sealing a "
+    "token, or give every full page a token"))
+def test_a_next_page_token_never_tells_that_hidden_entries_follow(governed: Governed) -> None:
+    alone = governed.namespaces(governed.analyst, pageSize=1)
+    governed.client.post("/v1/namespaces", json={"namespace": ["zz_hidden"]},
+                         headers=governed.admin)
+    with_hidden = governed.namespaces(governed.analyst, pageSize=1)
+    assert with_hidden["namespaces"] == alone["namespaces"] == [["r3"]]
+    assert bool(with_hidden.get("next-page-token")) == bool(alone.get("next-page-token"))
+
+
+class PagingBacking:
+    """A backing that pages its namespaces as the reference catalog does (token: an offset),
+    or (``forever``) answers empty pages with ever new tokens; counts the pages it served."""
+
+    def __init__(self, names: list[str], forever: bool = False) -> None:
+        self.names, self.forever, self.served = names, forever, 0
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.served += 1
+        if self.forever:
+            return httpx.Response(200, json={"namespaces": [],
+                                             "next-page-token": str(self.served)})
+        size = int(request.url.params.get("pageSize") or len(self.names))
+        start = int(request.url.params.get("pageToken") or 0)
+        end = start + size
+        return httpx.Response(200, json={
+            "namespaces": [[name] for name in self.names[start:end]],
+            "next-page-token": str(end) if end < len(self.names) else None})
+
+
+def analyst_before(backing: PagingBacking, tmp_path: Path) -> tuple[TestClient, dict[str, str]]:
+    policy = tmp_path / "policy.csv"
+    policy.write_text(POLICY)
+    upstream = Upstream(backing, config={"defaults": {}, "overrides": {},
+                                         "endpoints": ALL_ENDPOINTS})
+    client = client_for(upstream, tmp_path, policy={"policy_path": policy})
+    return client, {"authorization": f"Bearer {icegov_token(client, ANALYST)}"}
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "past MAX_PAGES_PER_ANSWER (50) backing pages of hidden entries, a page comes back short "
+    "(here empty) with a token: the number of empty pages counts the hidden entries in 50s "
+    "(proxy/listing.py ListingHandlers._filtered); fix: at the budget, read on with a larger "
+    "backing pageSize, or answer a retryable error, never a short page"))
+def test_the_number_of_empty_pages_never_counts_hidden_entries(tmp_path: Path) -> None:
+    backing = PagingBacking(["r3", *(f"s{n:03d}" for n in range(120))])
+    client, analyst = analyst_before(backing, tmp_path)
+    with client:
+        sizes, token = [], None
+        for _ in range(10):
+            params = {"pageSize": 1, **({"pageToken": token} if token else {})}
+            body = client.get("/v1/namespaces", params=params, headers=analyst).json()
+            sizes.append(len(body["namespaces"]))
+            token = body.get("next-page-token")
+            if not token:
+                break
+    assert sizes[0] == 1
+    assert all(size == 1 for size in sizes[:-1]), sizes
+
+
+def test_a_backing_of_endless_empty_pages_costs_at_most_fifty_fetches(tmp_path: Path) -> None:
+    backing = PagingBacking([], forever=True)
+    client, analyst = analyst_before(backing, tmp_path)
+    with client:
+        answer = client.get("/v1/namespaces", params={"pageSize": 100}, headers=analyst)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["namespaces"] == []
+    assert backing.served <= MAX_PAGES_PER_ANSWER
+
+
+def test_a_token_replayed_at_another_page_size_neither_skips_nor_repeats(
+        governed: Governed) -> None:
+    for name in ("a_hidden", "m_hidden", "r0", "r1", "r2", "r4", "zz_hidden"):
+        governed.client.post("/v1/namespaces", json={"namespace": [name]},
+                             headers=governed.admin)
+    first = governed.namespaces(governed.analyst, pageSize=1)
+    assert first["namespaces"] == [["r3"]]
+    token = first.get("next-page-token")
+    if token:  # whatever the size, nothing visible follows and nothing repeats
+        rest = governed.namespaces(governed.analyst, pageSize=3, pageToken=token)
+        assert rest["namespaces"] == []
+
+
+def test_a_page_token_from_another_principal_does_not_open(governed: Governed) -> None:
+    governed.client.post("/v1/namespaces", json={"namespace": ["r4"]}, headers=governed.admin)
+    token = governed.namespaces(governed.admin, pageSize=1)["next-page-token"]
+    answer = governed.client.get("/v1/namespaces", params={"pageSize": 1, "pageToken": token},
+                                 headers=governed.analyst)
+    assert answer.status_code == 400
+
+
+def create_view(governed: Governed, sql: str = SECRET_SQL,
+                **extra: Any) -> httpx.Response:
+    governed.client.post("/v1/namespaces/r3/tables", json={"name": "people", "schema": PEOPLE},
+                         headers=governed.admin)
+    version = {"version-id": 1, "timestamp-ms": 1, "schema-id": 0,
+               "summary": {"engine-name": "spark"}, "default-namespace": ["r3"],
+               "representations": [{"type": "sql", "sql": sql, "dialect": "spark"}]}
+    body = {"name": "v", "schema": REST_SCHEMA, "properties": {}, "view-version": version}
+    body.update(extra)
+    return governed.client.post("/v1/namespaces/r3/views", json=body,
+                                headers=extra.pop("headers", governed.admin))
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "a principal who may ALTER a view but not SELECT (load) it reads its whole definition "
+    "from the answer to an empty replace (every version's SQL); loadView is 403 for it. "
+    "proxy/intent.py _replace_view asks ALTER only and proxy/view_handler.py replace_view "
+    "relays the metadata; fix: require SELECT (or DESCRIBE) on the view as well"))
+def test_alter_without_select_never_reads_the_views_definition(governed: Governed) -> None:
+    assert create_view(governed).status_code == 200
+    loaded = governed.client.get("/v1/namespaces/r3/views/v", headers=governed.writer)
+    assert loaded.status_code == 403
+    replaced = governed.client.post("/v1/namespaces/r3/views/v", headers=governed.writer,
+                                    json={"requirements": [], "updates": []})
+    assert "merger-with-acme" not in replaced.text
+
+
+@pytest.mark.parametrize("where", ["nested-doc", "map-value", "list-element", "property-key",
+                                   "upper-case", "backticks"])
+def test_a_view_naming_a_hidden_column_anywhere_is_refused_on_create(
+        governed: Governed, where: str) -> None:
+    nested = {"type": "struct", "fields": [{"id": 9, "name": "inner", "required": False,
+                                            "type": "string", "doc": "copied from ssn"}]}
+    fields: dict[str, Any] = {
+        "nested-doc": {"type": nested},
+        "map-value": {"type": {"type": "map", "key-id": 5, "key": "string", "value-id": 6,
+                               "value": {"type": "struct", "fields": [
+                                   {"id": 7, "name": "SSN", "type": "string",
+                                    "required": False}]}, "value-required": False}},
+        "list-element": {"type": {"type": "list", "element-id": 5, "element-required": False,
+                                  "element": {"type": "struct", "fields": [
+                                      {"id": 7, "name": "ssn", "type": "string",
+                                       "required": False}]}}},
+    }
+    schema = {"type": "struct", "schema-id": 0, "fields": [
+        {"id": 1, "name": "id", "type": "long", "required": False},
+        {"id": 2, "name": "x", "required": False, **fields.get(where, {"type": "long"})}]}
+    sql = {"upper-case": "SELECT SsN FROM r3.people",
+           "backticks": "SELECT `ssn` AS x FROM r3.people"}.get(where, "SELECT id FROM t")
+    properties = {"ssn": "1"} if where == "property-key" else {}
+    create_view(governed)  # the table
+    version = {"version-id": 1, "timestamp-ms": 1, "schema-id": 0,
+               "summary": {"engine-name": "spark"}, "default-namespace": ["r3"],
+               "representations": [{"type": "sql", "sql": sql, "dialect": "spark"}]}
+    answer = governed.client.post("/v1/namespaces/r3/views", headers=governed.analyst, json={
+        "name": f"w_{where.replace('-', '_')}", "schema": schema, "properties": properties,
+        "view-version": version})
+    assert answer.status_code == 403, answer.text
