@@ -8,6 +8,7 @@ Refused attacks are plain tests; real findings are pinned ``xfail(strict=True)``
 
 from __future__ import annotations
 
+import errno
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,9 +21,13 @@ from pyiceberg.catalog.sql import SqlCatalog
 from starlette.testclient import TestClient
 
 from proxy.app import create_app
+from proxy.audit import AuditLog, AuditSettings
+from proxy.audit.files import rotated_files
+from proxy.audit.verify import Intact, verify
 from proxy.catalog import store
 from proxy.catalog.purge import purge_table
 from proxy.listing import MAX_PAGES_PER_ANSWER
+from tests.support.audit import a_record
 from tests.support.settings import settings_for_tests
 from tests.support.upstream import ALL_ENDPOINTS, Upstream, client_for, icegov_token
 
@@ -441,3 +446,77 @@ def test_a_view_naming_a_hidden_column_anywhere_is_refused_on_create(
         "name": f"w_{where.replace('-', '_')}", "schema": schema, "properties": properties,
         "view-version": version})
     assert answer.status_code == 403, answer.text
+
+
+# -- the audit file's one writer -----------------------------------------------------------------
+
+def refused_or_intact(first_path: Path, second_path: Path, verified: Path) -> None:
+    """Open a second writer on ``second_path`` while one writes ``first_path``: it must be
+    refused, or (if let in) the file must still verify after both wrote."""
+    first = AuditLog(AuditSettings(stdout=False, file=first_path))
+    first.write(a_record(0))
+    try:
+        second = AuditLog(AuditSettings(stdout=False, file=second_path))
+    except OSError as exc:
+        assert exc.errno == errno.EBUSY
+        first.close()
+        return
+    for n in range(1, 5):
+        (first if n % 2 else second).write(a_record(n))
+    first.close()
+    second.close()
+    assert isinstance(verify([verified]), Intact)
+
+
+def test_a_second_writer_through_a_symlinked_directory_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "alias").symlink_to(tmp_path / "real", target_is_directory=True)
+    refused_or_intact(tmp_path / "real" / "audit.log", tmp_path / "alias" / "audit.log",
+                      tmp_path / "real" / "audit.log")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the writer's lock is <path>.lock next to the path as configured, so a second writer "
+    "configured with a symbolic link to the live file (link.log -> audit.log) locks "
+    "link.log.lock and is let in: two chains interleave in one file. proxy/audit/files.py "
+    "AuditFile._hold_lock; fix: lock <resolved path>.lock (Path.resolve()), or refuse a "
+    "symbolic link as the audit file"))
+def test_a_second_writer_through_a_symlink_to_the_file_is_refused(tmp_path: Path) -> None:
+    live = tmp_path / "audit.log"
+    live.touch()
+    (tmp_path / "link.log").symlink_to(live)
+    refused_or_intact(live, tmp_path / "link.log", live)
+
+
+def test_rotation_keeps_the_writers_lock(tmp_path: Path) -> None:
+    path = tmp_path / "audit.log"
+    first = AuditLog(AuditSettings(stdout=False, file=path, rotate_bytes=1))
+    for n in range(3):
+        first.write(a_record(n))
+    assert rotated_files(path)
+    with pytest.raises(OSError):
+        AuditLog(AuditSettings(stdout=False, file=path))
+    first.close()
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "a closed AuditLog that writes again reopens the file and takes the lock back, but links "
+    "its record to its own last record, not the file's: when another writer appended "
+    "meanwhile (it could: the lock was free) the chain breaks. proxy/audit/files.py "
+    "AuditFile.write/_open (and AuditLog's in-memory chain head); fix: refuse writes after "
+    "close, or re-read the chain end from disk when the lock is taken again"))
+def test_a_closed_writer_that_writes_again_keeps_the_chain_whole(tmp_path: Path) -> None:
+    path = tmp_path / "audit.log"
+    first = AuditLog(AuditSettings(stdout=False, file=path))
+    first.write(a_record(0))
+    first.close()
+    second = AuditLog(AuditSettings(stdout=False, file=path))
+    second.write(a_record(1))
+    second.close()
+    try:
+        first.write(a_record(2))
+    except OSError:
+        return  # refused: the chain on disk stays whole
+    finally:
+        first.close()
+    assert isinstance(verify([path]), Intact)
