@@ -67,7 +67,7 @@ fails with a reset, which clients do not retry)."""
 def _run(app: Any, settings: Settings, **extra: Any) -> None:
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
                 log_config=None, access_log=False, proxy_headers=False, server_header=False,
-                timeout_keep_alive=KEEP_ALIVE_SECONDS, **extra)
+                timeout_keep_alive=KEEP_ALIVE_SECONDS, ws="none", **extra)
 
 
 def _without_audit_file(settings: Settings) -> Settings:

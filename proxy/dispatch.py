@@ -49,6 +49,9 @@ class FastLaneApp(Starlette):
             scope["app"] = self
             await self._lane(scope, receive, send)
             return
+        if scope["type"] == "websocket":  # the Iceberg REST API has none: refused (403)
+            await send({"type": "websocket.close", "code": 1008})
+            return
         await super().__call__(scope, receive, send)
 
 

@@ -148,6 +148,15 @@ class AuditFile:
         if self._first_seq is None:
             self._first_seq = seq
 
+    def reopen(self) -> Link | None:
+        """After ``close``: take the lock again and say where the chain on disk ends now (another
+        writer may have appended while the lock was free); OSError when it cannot."""
+        self._hold_lock()
+        self._resumed = self._chain_end()
+        if self._handle is None:
+            self._open()
+        return self._resumed
+
     def close(self) -> None:
         """Close the file and give up the writer's lock (a later write takes both again)."""
         self._close_handle()
@@ -166,7 +175,8 @@ class AuditFile:
         writers would interleave two chains into a file that no longer verifies."""
         if self._lock is not None:
             return
-        lock = self.path.with_name(self.path.name + ".lock").open("ab")
+        real = Path(os.path.realpath(self.path))  # one lock per file, however it is named
+        lock = real.with_name(real.name + ".lock").open("ab")
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -133,10 +133,24 @@ class AuditLog:
         """Seal one record and append it to every sink (one flushed line each)."""
         event = {"event": "audit", **record.to_event()}
         with self._lock:
+            if self._closed:
+                self._reopen()
             line, seq = self._chain.seal(event)
-            self._closed = False  # a write after close reopens the file sink
             written = [self._write_to(sink, line, seq) for sink in self._sinks]
             self._healthy = all(written)
+
+    def _reopen(self) -> None:
+        """A write after close: the file sink is reopened and the chain continues from where the
+        file ends now (if it cannot be reopened, the write fails and is counted)."""
+        self._closed = False
+        files = [s for s in self._sinks if isinstance(s, AuditFile)]
+        if not files:
+            return
+        try:
+            link = files[0].reopen()
+        except OSError:
+            return
+        self._chain.last = link or START
 
     def close(self) -> None:
         """Close every sink and log where the chain ended (``audit.closed``)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import zlib
 from collections.abc import AsyncIterator, Callable
 
 import aiohttp
@@ -289,16 +290,53 @@ class Forwarder:
 
 
 async def _decoded_body(response: httpx.Response) -> bytes:
-    """The whole body, decoded; ``BackingFailed`` past ``MAX_WHOLE_ANSWER_BYTES`` (a huge or
-    highly compressed answer never fills icegov's memory)."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > MAX_WHOLE_ANSWER_BYTES:
+    """The whole body, decoded by icegov itself; ``BackingFailed`` past
+    ``MAX_WHOLE_ANSWER_BYTES`` (a huge or highly compressed answer never fills icegov's memory),
+    ``httpx.DecodingError`` for a coding icegov does not read or a compressed stream that does
+    not end (an answer cut short must not pass for a whole one)."""
+    if response.is_stream_consumed:  # a transport that answered with a body httpx decoded
+        if len(response.content) > MAX_WHOLE_ANSWER_BYTES:
             raise BackingFailed("the backing catalog's answer is larger than icegov reads")
-        chunks.append(chunk)
-    return b"".join(chunks)
+        return response.content
+    raw = bytearray()
+    async for chunk in response.aiter_raw():
+        raw += chunk
+        if len(raw) > MAX_WHOLE_ANSWER_BYTES:
+            raise BackingFailed("the backing catalog's answer is larger than icegov reads")
+    body = bytes(raw)
+    for coding in reversed(_codings(response)):
+        body = _decoded(body, coding)
+    return body
+
+
+def _codings(response: httpx.Response) -> list[str]:
+    values = [v for k, v in response.headers.raw if k.lower() == b"content-encoding"]
+    return [c.strip().lower() for v in values for c in v.decode("latin-1").split(",")
+            if c.strip() and c.strip().lower() != "identity"]
+
+
+def _decoded(body: bytes, coding: str) -> bytes:
+    if coding in ("gzip", "x-gzip"):
+        return _inflated(body, 31)
+    if coding == "deflate":  # zlib-wrapped as the RFC says, or raw as some servers send it
+        try:
+            return _inflated(body, 15)
+        except httpx.DecodingError:
+            return _inflated(body, -15)
+    raise httpx.DecodingError(f"the backing catalog's answer has content-encoding {coding!r}")
+
+
+def _inflated(data: bytes, wbits: int) -> bytes:
+    inflater = zlib.decompressobj(wbits)
+    try:
+        out = inflater.decompress(data, MAX_WHOLE_ANSWER_BYTES + 1)
+    except zlib.error as exc:
+        raise httpx.DecodingError("the backing catalog's answer does not decode") from exc
+    if len(out) > MAX_WHOLE_ANSWER_BYTES:
+        raise BackingFailed("the backing catalog's answer is larger than icegov reads")
+    if not inflater.eof or inflater.unused_data:
+        raise httpx.DecodingError("the backing catalog's compressed answer is cut short")
+    return out
 
 
 async def _stream(response: httpx.Response) -> AsyncIterator[bytes]:

@@ -202,7 +202,8 @@ class Warehouse:
     """The catalog's warehouse, and checks that locations and table properties stay inside it."""
 
     def __init__(self, catalog: SqlCatalog) -> None:
-        self.root = warehouse_root(str(catalog.properties["warehouse"]))
+        self.uri = str(catalog.properties["warehouse"])
+        self.root = warehouse_root(self.uri)
 
     def contains(self, location: str) -> bool:
         """True when ``location`` lies under the warehouse."""

@@ -13,6 +13,7 @@ the table is already dropped and a missing file is no reason to fail.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import TypeVar
@@ -23,7 +24,7 @@ from pyiceberg.io import FileIO
 from pyiceberg.manifest import ManifestFile
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Identifier
-from sqlalchemy import select
+from sqlalchemy import make_url, select
 from sqlalchemy.orm import Session
 
 from proxy.catalog.locations import Warehouse, WarehouseRoot, place_of, warehouse_root
@@ -44,7 +45,9 @@ class TableFiles:
         self._warehouse = warehouse
         roots = [metadata.location, *(metadata.properties[key] for key in LOCATION_PROPERTIES
                                       if key in metadata.properties)]
-        self._roots: list[WarehouseRoot] = [_root(r) for r in roots if warehouse.contains(r)]
+        top = place_of(warehouse.uri)  # a table at the warehouse root owns nothing by it
+        self._roots: list[WarehouseRoot] = [_root(r) for r in roots if warehouse.contains(r)
+                                            and place_of(r) != top]
         self._others = others
 
     def owns(self, location: str) -> bool:
@@ -57,9 +60,10 @@ class TableFiles:
             place[:depth] in self._others for depth in range(1, len(place) + 1))
 
 
-def live_directories(catalog: SqlCatalog) -> frozenset[tuple[str, ...]]:
-    """The directory of every table and view the catalog still has: where its current metadata
-    file lies, less a last ``metadata`` segment (``<location>/metadata/v3.metadata.json``)."""
+def protected_places(catalog: SqlCatalog) -> frozenset[tuple[str, ...]]:
+    """What no purge deletes: the catalog's own database file (SQLite) and the directory of
+    every table and view the catalog still has: where its current metadata file lies, less a
+    last ``metadata`` segment (``<location>/metadata/v3.metadata.json``)."""
     with Session(catalog.engine) as session:
         locations = session.execute(select(IcebergTables.metadata_location).where(
             IcebergTables.catalog_name == catalog.name)).scalars().all()
@@ -70,6 +74,11 @@ def live_directories(catalog: SqlCatalog) -> frozenset[tuple[str, ...]]:
             continue
         directory = place[:-1]
         directories.add(directory[:-1] if directory[-1] == "metadata" else directory)
+    database = make_url(str(catalog.properties["uri"]))
+    place = (place_of(os.path.abspath(database.database))
+             if database.get_backend_name() == "sqlite" and database.database else None)
+    if place is not None:
+        directories.add(place)
     return frozenset(directories)
 
 
@@ -82,7 +91,7 @@ def purge_table(catalog: SqlCatalog, identifier: Identifier) -> None:
     table = catalog.load_table(identifier)
     catalog.drop_table(identifier)
     metadata = table.metadata
-    files = TableFiles(Warehouse(catalog), metadata, live_directories(catalog))
+    files = TableFiles(Warehouse(catalog), metadata, protected_places(catalog))
     io = table.io
     manifests = list(_manifests(io, metadata, files))
     _delete(io, files, _data_files(io, manifests, files))

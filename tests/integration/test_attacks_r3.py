@@ -100,13 +100,6 @@ def status_of_upgrade(url: str, path: str) -> int:
     return int(head.split(b" ", 2)[1])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "uvicorn speaks WebSocket here (the websockets package is installed), and a WebSocket "
-    "scope reaches the dispatcher through Starlette's router (FastLaneApp passes every "
-    "non-http scope to Starlette, whose router default is the dispatcher): pipeline._record "
-    "reads scope['method'] -> KeyError, an unredacted traceback in uvicorn's log and a 500 "
-    "for any path. proxy/dispatch.py FastLaneApp.__call__; fix: close websocket scopes "
-    "(websocket.close, or a 403 denial) before Starlette, or run uvicorn with ws='none'"))
 @pytest.mark.parametrize("path", ["/v1/config", "/healthz"])
 def test_a_websocket_upgrade_is_refused_without_a_server_error(served: str, path: str) -> None:
     assert status_of_upgrade(served, path) < 500
