@@ -195,8 +195,9 @@ def _create_view(inbound: InboundRequest, names: Names) -> Intent:
 
 
 def _replace_view(inbound: InboundRequest, names: Names) -> Intent:
-    """ALTER on the view; moving its files (``set-location``) also needs REGISTER_TABLE, as
-    for a table. The body must be a valid view commit."""
+    """ALTER and SELECT on the view (its answer is the whole definition, every version's SQL:
+    what loadView shows only with SELECT); moving its files (``set-location``) also needs
+    REGISTER_TABLE, as for a table. The body must be a valid view commit."""
     from proxy.catalog.view_wire import CommitViewRequest, SetLocation
     from proxy.catalog.wire import parse_body
 
@@ -205,7 +206,7 @@ def _replace_view(inbound: InboundRequest, names: Names) -> Intent:
     if request.identifier is not None and names.table(
             list(request.identifier.namespace), request.identifier.name) != resource:
         raise BadRequest("the commit's identifier names another view than its URL")
-    needs = [Need(Action.ALTER, resource)]
+    needs = [Need(Action.ALTER, resource), Need(Action.SELECT, resource)]
     if any(isinstance(update, SetLocation) for update in request.updates):
         needs.append(Need(Action.REGISTER_TABLE, resource))
     return Intent(tuple(needs), hide=(resource,))
