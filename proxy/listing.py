@@ -54,19 +54,49 @@ class ListingHandlers:
         body = _listing(upstream.content, key)
         page = _Page(start, _page_size(inbound) or max(len(body[key]), 1))
         visible = partial(self._visible, principal, admission.catalog, resource_of)
-        pages = 1
-        while (not page.take(body, key, visible) and page.following is not None
-               and pages < MAX_PAGES_PER_ANSWER):
-            upstream = await self._page(inbound, page.following.token)
+        pages, here = 1, start.token
+        while True:
+            full = page.take(body, key, visible)
+            if full or page.following is None or pages >= MAX_PAGES_PER_ANSWER:
+                break
+            here = page.following.token
+            upstream = await self._page(inbound, here)
             if upstream.status_code != 200:
                 return relayed_answer(upstream, upstream.content)
             body, pages = _listing(upstream.content, key), pages + 1
+        if full and page.following is not None and not await self._visible_after(
+                inbound, page.following, (here, body), key, visible, pages):
+            page.following = None  # a token would tell that hidden entries follow
         body[key] = page.entries
         if page.following is not None:
             body["next-page-token"] = self._tokens.seal(page.following.sealed(), binding)
         elif "next-page-token" in body:
             body["next-page-token"] = None
         return relayed_answer(upstream, json.dumps(body, separators=(",", ":")).encode())
+
+    async def _visible_after(self, inbound: InboundRequest, position: _Position,
+                             current: tuple[str | None, dict[str, Any]], key: str,
+                             visible: Callable[[Any], bool], pages: int) -> bool:
+        """Whether a visible entry follows ``position`` (``current``: the backing page last
+        read, and its token); True as well when that cannot be known within the page budget
+        or the backing fails (the caller then just gets a token, as before)."""
+        token, body = current
+        seen = {position.token}
+        while True:
+            if position.token != token:
+                if pages >= MAX_PAGES_PER_ANSWER:
+                    return True
+                upstream = await self._page(inbound, position.token)
+                if upstream.status_code != 200:
+                    return True
+                token, body, pages = position.token, _listing(upstream.content, key), pages + 1
+            if any(visible(entry) for entry in body[key][position.skip:]):
+                return True
+            following = body.get("next-page-token")
+            if following is None or following == "" or str(following) in seen:
+                return False
+            seen.add(str(following))
+            position = _Position(str(following), 0)
 
     def _start(self, inbound: InboundRequest, binding: str) -> _Position:
         """Where the caller's page starts: its sealed token opened, else the first page."""
