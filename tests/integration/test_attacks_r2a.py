@@ -29,10 +29,10 @@ from proxy.app import create_app
 from proxy.audit.verify import Intact, verify
 from proxy.routes import FORWARDABLE
 from tests.support.errors import assert_error_model
-from tests.support.http import as_principal, audit_records
-from tests.support.s3 import S3Store, embedded_on_s3, s3_server
+from tests.support.http import audit_records
+from tests.support.s3 import S3Store, admin_on_s3, s3_server
 from tests.support.servers import serve
-from tests.support.settings import ADMIN, settings_for_tests
+from tests.support.settings import settings_for_tests
 from tests.support.workers import ServedWorkers, serving_workers, wait_until
 from tests.unit.test_attacks_r2a import REST_SCHEMA, register_and_purge
 
@@ -51,9 +51,7 @@ def store() -> Iterator[S3Store]:
 @pytest.fixture()
 def on_s3(store: S3Store, tmp_path: Path) -> Iterator[httpx.Client]:
     """icegov on its embedded catalog, the warehouse at s3://<bucket>/wh, as the admin."""
-    settings = settings_for_tests(tmp_path, **embedded_on_s3(store, tmp_path))
-    with serve(create_app(settings)) as url, as_principal(url, ADMIN) as http:
-        http.post("/v1/namespaces", json={"namespace": ["demo"]})
+    with admin_on_s3(store, tmp_path, "demo") as http:
         yield http
 
 

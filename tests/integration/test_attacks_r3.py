@@ -16,10 +16,9 @@ import httpx
 import pytest
 
 from proxy.app import create_app
-from tests.support.http import as_principal
-from tests.support.s3 import S3Store, embedded_on_s3, s3_server
+from tests.support.s3 import S3Store, admin_on_s3, s3_server
 from tests.support.servers import serve
-from tests.support.settings import ADMIN, settings_for_tests
+from tests.support.settings import settings_for_tests
 from tests.unit.test_attacks_r3 import REST_SCHEMA
 
 # -- purges on an object-store warehouse --------------------------------------------------------
@@ -34,9 +33,7 @@ def store() -> Iterator[S3Store]:
 @pytest.fixture()
 def on_s3(store: S3Store, tmp_path: Path) -> Iterator[httpx.Client]:
     """icegov on its embedded catalog, the warehouse at s3://<bucket>/wh, as the admin."""
-    settings = settings_for_tests(tmp_path, **embedded_on_s3(store, tmp_path))
-    with serve(create_app(settings)) as url, as_principal(url, ADMIN) as http:
-        http.post("/v1/namespaces", json={"namespace": ["r3s3"]})
+    with admin_on_s3(store, tmp_path, "r3s3") as http:
         yield http
 
 

@@ -3,6 +3,7 @@ a clean ``ICEGOV__*`` environment."""
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 from proxy.audit import AuditLog, AuditRecord, AuditSettings
 from proxy.audit import files as audit_files
+from proxy.audit.verify import Intact, verify
 from proxy.logs import reset_logging
 
 
@@ -57,3 +59,21 @@ def no_icegov_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
             monkeypatch.delenv(name)
     yield
     reset_logging()
+
+
+def refused_or_intact(first_path: Path, second_path: Path, verified: Path) -> None:
+    """Open a second writer on ``second_path`` while one writes ``first_path``: it must be
+    refused, or (if let in) the file must still verify after both wrote."""
+    first = AuditLog(AuditSettings(stdout=False, file=first_path))
+    first.write(a_record(0))
+    try:
+        second = AuditLog(AuditSettings(stdout=False, file=second_path))
+    except OSError as exc:  # refused: the file already has a writer
+        assert exc.errno == errno.EBUSY
+        first.close()
+        return
+    for n in range(1, 5):
+        (first if n % 2 else second).write(a_record(n))
+    first.close()
+    second.close()
+    assert isinstance(verify([verified]), Intact)

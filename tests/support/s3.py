@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import httpx
 from moto.server import ThreadedMotoServer
 
 BUCKET = "icegov-tests"
@@ -89,3 +90,18 @@ def embedded_on_s3(store: S3Store, workdir: Path) -> dict[str, Any]:
     ``workdir`` (an object-store warehouse has no default database)."""
     return {"warehouse": store.warehouse, "file_io": store.properties,
             "catalog_db_uri": f"sqlite:///{workdir / 'catalog.db'}"}
+
+
+@contextlib.contextmanager
+def admin_on_s3(store: S3Store, workdir: Path, namespace: str) -> Iterator[httpx.Client]:
+    """icegov on its embedded catalog with the warehouse at ``s3://<bucket>/wh``, as the admin,
+    with ``namespace`` created."""
+    from proxy.app import create_app
+    from tests.support.http import as_principal
+    from tests.support.servers import serve
+    from tests.support.settings import ADMIN, settings_for_tests
+
+    settings = settings_for_tests(workdir, **embedded_on_s3(store, workdir))
+    with serve(create_app(settings)) as url, as_principal(url, ADMIN) as http:
+        http.post("/v1/namespaces", json={"namespace": [namespace]})
+        yield http

@@ -17,13 +17,11 @@ import pytest
 from starlette.testclient import TestClient
 
 from proxy.app import create_app
-from proxy.audit import AuditLog, AuditSettings
-from proxy.audit.verify import Intact, verify
 from proxy.backing.auth import PassThroughAuth
 from proxy.backing.forward import Forwarder
 from proxy.backing.httptools_transport import HttptoolsTransport
 from proxy.errors import BackingTimeout
-from tests.support.audit import a_record
+from tests.support.audit import refused_or_intact
 from tests.support.settings import settings_for_tests
 from tests.unit.test_transport_contract import (
     OK,
@@ -258,19 +256,8 @@ def register_and_purge(client: TestClient | httpx.Client, warehouse: Path | None
 # -- the audit file: one writer ------------------------------------------------------------
 
 def test_a_second_writer_on_one_audit_file_is_refused(tmp_path: Path) -> None:
-    settings = AuditSettings(stdout=False, file=tmp_path / "audit.log")
-    first = AuditLog(settings)
-    first.write(a_record(0))
-    try:
-        second = AuditLog(settings)
-    except Exception:  # refused: the file already has a writer
-        first.close()
-        return
-    for n in range(1, 5):
-        (first if n % 2 else second).write(a_record(n))
-    first.close()
-    second.close()
-    assert isinstance(verify([tmp_path / "audit.log"]), Intact)
+    live = tmp_path / "audit.log"
+    refused_or_intact(live, live, live)
 
 
 def test_an_answer_to_head_with_a_length_keeps_its_connection() -> None:

@@ -9,7 +9,6 @@ Refused attacks are plain tests; real findings are pinned ``xfail(strict=True)``
 from __future__ import annotations
 
 import asyncio
-import errno
 import gzip
 import json
 import zlib
@@ -36,7 +35,7 @@ from proxy.errors import CommitStateUnknown, CommitTimeout
 from proxy.inbound import InboundRequest
 from proxy.listing import MAX_PAGES_PER_ANSWER
 from proxy.routes import RouteTable
-from tests.support.audit import a_record
+from tests.support.audit import a_record, refused_or_intact
 from tests.support.settings import settings_for_tests
 from tests.support.upstream import ALL_ENDPOINTS, Upstream, client_for, icegov_token
 
@@ -440,24 +439,6 @@ def test_a_view_naming_a_hidden_column_anywhere_is_refused_on_create(
 
 
 # -- the audit file's one writer -----------------------------------------------------------------
-
-def refused_or_intact(first_path: Path, second_path: Path, verified: Path) -> None:
-    """Open a second writer on ``second_path`` while one writes ``first_path``: it must be
-    refused, or (if let in) the file must still verify after both wrote."""
-    first = AuditLog(AuditSettings(stdout=False, file=first_path))
-    first.write(a_record(0))
-    try:
-        second = AuditLog(AuditSettings(stdout=False, file=second_path))
-    except OSError as exc:
-        assert exc.errno == errno.EBUSY
-        first.close()
-        return
-    for n in range(1, 5):
-        (first if n % 2 else second).write(a_record(n))
-    first.close()
-    second.close()
-    assert isinstance(verify([verified]), Intact)
-
 
 def test_a_second_writer_through_a_symlinked_directory_is_refused(tmp_path: Path) -> None:
     (tmp_path / "real").mkdir()
