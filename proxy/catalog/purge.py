@@ -27,7 +27,7 @@ from pyiceberg.typedef import Identifier
 from sqlalchemy import make_url, select
 from sqlalchemy.orm import Session
 
-from proxy.catalog.locations import Warehouse, WarehouseRoot, place_of, warehouse_root
+from proxy.catalog.locations import Warehouse, place_of
 from proxy.locations import LOCATION_PROPERTIES
 
 log = structlog.get_logger(__name__)
@@ -36,28 +36,27 @@ T = TypeVar("T")
 
 class TableFiles:
     """Says whether a location is one of a table's own files: inside the warehouse, under the
-    table's location or a ``write.*.path`` root, and not under another live table's or view's
-    directory (``others``: where their metadata files are, see ``live_directories``), so a
-    table placed over another's files, or registered from its metadata, never purges them."""
+    table's location or a ``write.*.path`` root (never the warehouse root itself), and not under
+    a protected place (``others``: see ``protected_places``), so a table placed over another's
+    files, or registered from its metadata, never purges them."""
 
     def __init__(self, warehouse: Warehouse, metadata: TableMetadata,
                  others: frozenset[tuple[str, ...]] = frozenset()) -> None:
         self._warehouse = warehouse
+        top = place_of(warehouse.uri)
         roots = [metadata.location, *(metadata.properties[key] for key in LOCATION_PROPERTIES
                                       if key in metadata.properties)]
-        top = place_of(warehouse.uri)  # a table at the warehouse root owns nothing by it
-        self._roots: list[WarehouseRoot] = [_root(r) for r in roots if warehouse.contains(r)
-                                            and place_of(r) != top]
+        places = [place_of(root) for root in roots if warehouse.contains(root)]
+        self._roots = [place for place in places if place is not None and place != top]
         self._others = others
 
     def owns(self, location: str) -> bool:
         """True when ``location`` may be read or deleted as this table's file."""
-        if not (self._warehouse.contains(location)
-                and any(root.contains(location) for root in self._roots)):
+        place = place_of(location) if self._warehouse.contains(location) else None
+        if place is None:
             return False
-        place = place_of(location)
-        return place is not None and not any(
-            place[:depth] in self._others for depth in range(1, len(place) + 1))
+        above = {place[:depth] for depth in range(1, len(place) + 1)}
+        return any(root in above for root in self._roots) and above.isdisjoint(self._others)
 
 
 def protected_places(catalog: SqlCatalog) -> frozenset[tuple[str, ...]]:
@@ -80,10 +79,6 @@ def protected_places(catalog: SqlCatalog) -> frozenset[tuple[str, ...]]:
     if place is not None:
         directories.add(place)
     return frozenset(directories)
-
-
-def _root(location: str) -> WarehouseRoot:
-    return warehouse_root(location.rstrip("/"))
 
 
 def purge_table(catalog: SqlCatalog, identifier: Identifier) -> None:
