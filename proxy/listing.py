@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
@@ -54,49 +54,38 @@ class ListingHandlers:
         body = _listing(upstream.content, key)
         page = _Page(start, _page_size(inbound) or max(len(body[key]), 1))
         visible = partial(self._visible, principal, admission.catalog, resource_of)
-        pages, here = 1, start.token
-        while True:
-            full = page.take(body, key, visible)
-            if full or page.following is None or pages >= MAX_PAGES_PER_ANSWER:
-                break
-            here = page.following.token
-            upstream = await self._page(inbound, here)
-            if upstream.status_code != 200:
-                return relayed_answer(upstream, upstream.content)
-            body, pages = _listing(upstream.content, key), pages + 1
-        if full and page.following is not None and not await self._visible_after(
-                inbound, page.following, (here, body), key, visible, pages):
-            page.following = None  # a token would tell that hidden entries follow
-        body[key] = page.entries
+        read = _Read(start.token, body)
+        if (failed := await self._read_into(inbound, page, read, key, visible)) is not None:
+            return relayed_answer(failed, failed.content)
+        if page.full and page.following is not None:  # a token must not tell that hidden
+            probe = _Page(page.following, 1)            # entries follow: look for one more
+            failed = await self._read_into(inbound, probe, replace(read), key, visible)
+            if failed is None and not probe.full and probe.following is None:
+                page.following = None
+        answer = {**read.body, key: page.entries}
         if page.following is not None:
-            body["next-page-token"] = self._tokens.seal(page.following.sealed(), binding)
-        elif "next-page-token" in body:
-            body["next-page-token"] = None
-        return relayed_answer(upstream, json.dumps(body, separators=(",", ":")).encode())
+            answer["next-page-token"] = self._tokens.seal(page.following.sealed(), binding)
+        elif "next-page-token" in answer:
+            answer["next-page-token"] = None
+        return relayed_answer(upstream, json.dumps(answer, separators=(",", ":")).encode())
 
-    async def _visible_after(self, inbound: InboundRequest, position: _Position,
-                             current: tuple[str | None, dict[str, Any]], key: str,
-                             visible: Callable[[Any], bool], pages: int) -> bool:
-        """Whether a visible entry follows ``position`` (``current``: the backing page last
-        read, and its token); True as well when that cannot be known within the page budget
-        or the backing fails (the caller then just gets a token, as before)."""
-        token, body = current
-        seen = {position.token}
-        while True:
-            if position.token != token:
-                if pages >= MAX_PAGES_PER_ANSWER:
-                    return True
-                upstream = await self._page(inbound, position.token)
+    async def _read_into(self, inbound: InboundRequest, page: _Page, read: _Read, key: str,
+                         visible: Callable[[Any], bool]) -> httpx.Response | None:
+        """Take visible entries into ``page``, reading backing pages on from ``read`` (the last
+        one read) until the page is full, the listing ends or ``MAX_PAGES_PER_ANSWER`` pages
+        were read; the backing's answer when it failed, else None."""
+        while page.following is not None:
+            if page.following.token != read.token:
+                if read.pages >= MAX_PAGES_PER_ANSWER:
+                    return None
+                upstream = await self._page(inbound, page.following.token)
                 if upstream.status_code != 200:
-                    return True
-                token, body, pages = position.token, _listing(upstream.content, key), pages + 1
-            if any(visible(entry) for entry in body[key][position.skip:]):
-                return True
-            following = body.get("next-page-token")
-            if following is None or following == "" or str(following) in seen:
-                return False
-            seen.add(str(following))
-            position = _Position(str(following), 0)
+                    return upstream
+                read.token, read.body = page.following.token, _listing(upstream.content, key)
+                read.pages += 1
+            if page.take(read.body, key, visible):
+                return None
+        return None
 
     def _start(self, inbound: InboundRequest, binding: str) -> _Position:
         """Where the caller's page starts: its sealed token opened, else the first page."""
@@ -146,6 +135,16 @@ class _Position:
         return json.dumps([self.token, self.skip])
 
 
+@dataclass
+class _Read:
+    """The backing page read last for one answer (``token``: where it was read), and how many
+    were read."""
+
+    token: str | None
+    body: dict[str, Any]
+    pages: int = 1
+
+
 class _Page:
     """The caller's page being filled: ``size`` visible entries, or fewer only at the end, so
     a page's length never tells that hidden entries were left out."""
@@ -155,6 +154,10 @@ class _Page:
         self.following: _Position | None = start
         self._size = size
         self._tokens_seen = {start.token}
+
+    @property
+    def full(self) -> bool:
+        return len(self.entries) >= self._size
 
     def take(self, body: dict[str, Any], key: str, visible: Callable[[Any], bool]) -> bool:
         """Take the visible entries of this backing page (``body``, at ``self.following``);
