@@ -48,13 +48,13 @@ class ListingHandlers:
             return relayed_answer(upstream, upstream.content)
         binding = _binding(principal, admission.catalog, inbound)
         start = self._start(inbound, binding)
-        upstream = await self._page(inbound, start.token)
+        upstream = await self._page(inbound, start)
         if upstream.status_code != 200:
             return relayed_answer(upstream, upstream.content)
         body = _listing(upstream.content, key)
         page = _Page(start, _page_size(inbound) or max(len(body[key]), 1))
         visible = partial(self._visible, principal, admission.catalog, resource_of)
-        read = _Read(start.token, body)
+        read = _Read(start.token, body, READ_SIZE if _page_size(inbound) else None)
         if (failed := await self._read_into(inbound, page, read, key, visible)) is not None:
             return relayed_answer(failed, failed.content)
         if page.full and page.following is not None:  # a token must not tell that hidden
@@ -78,12 +78,12 @@ class ListingHandlers:
             if page.following.token != read.token:
                 if read.pages >= MAX_PAGES_PER_ANSWER:
                     return None
-                upstream = await self._page(inbound, page.following.token)
+                upstream = await self._page(inbound, page.following)
                 if upstream.status_code != 200:
                     return upstream
                 read.token, read.body = page.following.token, _listing(upstream.content, key)
                 read.pages += 1
-            if page.take(read.body, key, visible):
+            if page.take(read.body, key, visible, read.size):
                 return None
         return None
 
@@ -91,14 +91,16 @@ class ListingHandlers:
         """Where the caller's page starts: its sealed token opened, else the first page."""
         sealed = inbound.query("pageToken")  # 400 when repeated: the backing reads one of them
         if not sealed:
-            return _Position(None, 0)
+            return _Position(None, 0, READ_SIZE if _page_size(inbound) else None)
         return _Position.opened(self._tokens.open(sealed, binding))
 
-    async def _page(self, inbound: InboundRequest, token: str | None) -> httpx.Response:
-        """The backing's page at ``token`` (None: the caller's own first-page request)."""
-        if token is None and not inbound.query("pageToken"):
+    async def _page(self, inbound: InboundRequest, at: _Position) -> httpx.Response:
+        """The backing's page at ``at``, read at the position's own size (None: the caller's
+        first page, unpaged, is its own request)."""
+        paged = at.token is not None or bool(inbound.query("pageToken"))
+        if not paged and at.size is None:
             return await self._forwarder.exchange(inbound)
-        query = _with_page_token(inbound.query_string, token or "")  # "": a paged first page
+        query = _backing_query(inbound.query_string, (at.token or "") if paged else None, at.size)
         return await self._forwarder.fetch(inbound.raw_path, query, inbound.headers)
 
     def _visible(self, principal: Principal, catalog: str, resource_of: Any,
@@ -111,37 +113,46 @@ MAX_PAGES_PER_ANSWER = 50
 """Backing pages read to fill one answer (hidden entries are skipped, not counted) before
 answering what was found so far."""
 
+READ_SIZE = 1000
+"""The pageSize icegov asks the backing for when the caller pages, whatever the caller's own:
+a run of hidden entries costs a thousandth of a fetch each, so a page comes back short only
+past ``MAX_PAGES_PER_ANSWER * READ_SIZE`` hidden entries in a row."""
+
 
 @dataclass(frozen=True)
 class _Position:
-    """A place in the backing's listing: its page at ``token`` (None: the first page), past
-    the first ``skip`` entries of that page."""
+    """A place in the backing's listing: its page at ``token`` (None: the first page) read
+    with ``size`` (None: the backing's own), past the first ``skip`` entries of that page.
+    A position is always read again at its own size, so ``skip`` counts the same entries."""
 
     token: str | None
     skip: int
+    size: int | None
 
     @classmethod
     def opened(cls, plain: str) -> _Position:
         """The position sealed in a page token (400 if it is not one: an older icegov's)."""
         try:
-            token, skip = json.loads(plain)
+            token, skip, size = json.loads(plain)
         except (ValueError, TypeError) as exc:
             raise BadRequest("invalid pageToken") from exc
-        if not (token is None or isinstance(token, str)) or type(skip) is not int or skip < 0:
+        if (not (token is None or isinstance(token, str)) or type(skip) is not int or skip < 0
+                or not (size is None or (type(size) is int and 0 < size <= MAX_PAGE_SIZE))):
             raise BadRequest("invalid pageToken")
-        return cls(token, skip)
+        return cls(token, skip, size)
 
     def sealed(self) -> str:
-        return json.dumps([self.token, self.skip])
+        return json.dumps([self.token, self.skip, self.size])
 
 
 @dataclass
 class _Read:
-    """The backing page read last for one answer (``token``: where it was read), and how many
-    were read."""
+    """The backing page read last for one answer (``token``: where it was read), how many were
+    read, and the size further pages are read at."""
 
     token: str | None
     body: dict[str, Any]
+    size: int | None
     pages: int = 1
 
 
@@ -159,27 +170,29 @@ class _Page:
     def full(self) -> bool:
         return len(self.entries) >= self._size
 
-    def take(self, body: dict[str, Any], key: str, visible: Callable[[Any], bool]) -> bool:
+    def take(self, body: dict[str, Any], key: str, visible: Callable[[Any], bool],
+             size: int | None) -> bool:
         """Take the visible entries of this backing page (``body``, at ``self.following``);
-        True once the caller's page is full. ``following`` is then where the next one starts."""
+        True once the caller's page is full. ``following`` is then where the next one starts
+        (a further backing page is read at ``size``)."""
         assert self.following is not None
         here, entries = self.following, body[key]
         for index in range(here.skip, len(entries)):
             if visible(entries[index]):
                 self.entries.append(entries[index])
             if len(self.entries) >= self._size:
-                self.following = (_Position(here.token, index + 1) if index + 1 < len(entries)
-                                  else self._next_page(body))
+                self.following = (replace(here, skip=index + 1) if index + 1 < len(entries)
+                                  else self._next_page(body, size))
                 return True
-        self.following = self._next_page(body)
+        self.following = self._next_page(body, size)
         return False
 
-    def _next_page(self, body: dict[str, Any]) -> _Position | None:
+    def _next_page(self, body: dict[str, Any], size: int | None) -> _Position | None:
         token = body.get("next-page-token")
         if token is None or token == "" or str(token) in self._tokens_seen:
             return None
         self._tokens_seen.add(str(token))
-        return _Position(str(token), 0)
+        return _Position(str(token), 0, size)
 
 
 def _page_size(inbound: InboundRequest) -> int | None:
@@ -208,10 +221,13 @@ def _binding(principal: Principal, catalog: str, inbound: InboundRequest) -> str
     return json.dumps([principal.name, catalog, inbound.raw_path.decode("latin-1"), listing])
 
 
-def _with_page_token(query: bytes, token: str) -> bytes:
+def _backing_query(query: bytes, token: str | None, size: int | None) -> bytes:
+    """The caller's query with icegov's own page token and size (each left out when None)."""
     pairs = [(k, v) for k, v in parse_qsl(query.decode("latin-1"), keep_blank_values=True)
-             if k != "pageToken"]
-    return urlencode([*pairs, ("pageToken", token)], quote_via=quote).encode("ascii")
+             if k not in ("pageToken", "pageSize")]
+    pairs += [("pageSize", str(size))] if size is not None else []
+    pairs += [("pageToken", token)] if token is not None else []
+    return urlencode(pairs, quote_via=quote).encode("ascii")
 
 
 def _namespace(catalog: str, entry: Any) -> Resource | None:
