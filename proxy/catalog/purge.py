@@ -5,16 +5,20 @@ statistics) that any writer of its metadata chose: a registered table's metadata
 written by whoever registered it. pyiceberg's ``purge_table`` deletes every file so named,
 wherever it is. Here a file is deleted (or read, to find more files) only when it lies under the
 warehouse *and* under one of the table's own roots: its ``location`` or a ``write.*.path``
-property, *and* not under the directory of another table or view the catalog still has. Files
-elsewhere (another bucket, the catalog's database, another table's directory
-outside this table's roots) are left alone. Deletion failures are logged, as pyiceberg does:
-the table is already dropped and a missing file is no reason to fail.
+property, *and* not under any root of another table or view the catalog still has (the
+directory of its metadata file, its location, its ``write.*.path``). Files elsewhere (another
+bucket, the catalog's database, another live table's files) are left alone; when a live
+table's metadata cannot be read, nothing is deleted (its roots are unknown). Deletion failures
+are logged, as pyiceberg does: the table is already dropped and a missing file is no reason to
+fail.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import TypeVar
 
@@ -22,6 +26,7 @@ import structlog
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import ManifestFile
+from pyiceberg.serializers import Compressor
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Identifier
 from sqlalchemy import make_url, select
@@ -59,35 +64,69 @@ class TableFiles:
         return any(root in above for root in self._roots) and above.isdisjoint(self._others)
 
 
-def protected_places(catalog: SqlCatalog) -> frozenset[tuple[str, ...]]:
-    """What no purge deletes: the catalog's own database file (SQLite) and the directory of
-    every table and view the catalog still has: where its current metadata file lies, less a
-    last ``metadata`` segment (``<location>/metadata/v3.metadata.json``)."""
+def protected_places(catalog: SqlCatalog, io: FileIO) -> frozenset[tuple[str, ...]] | None:
+    """What no purge deletes: the catalog's own database file (SQLite) and, for every table
+    and view the catalog still has, the directory of its current metadata file (less a last
+    ``metadata`` segment) and every root its metadata declares (``location``, ``write.*.path``).
+    None when a live table's metadata cannot be read: its roots are unknown, so nothing is
+    safe to delete."""
     with Session(catalog.engine) as session:
         locations = session.execute(select(IcebergTables.metadata_location).where(
             IcebergTables.catalog_name == catalog.name)).scalars().all()
-    directories: set[tuple[str, ...]] = set()
-    for location in locations:
-        place = place_of(location) if location else None
-        if place is None or len(place) < 3:
-            continue
-        directory = place[:-1]
-        directories.add(directory[:-1] if directory[-1] == "metadata" else directory)
+    live = [location for location in locations if location]
+    with ThreadPoolExecutor(max_workers=_READERS) as pool:
+        declared = list(pool.map(partial(_declared_roots, io), live))
+    if any(roots is None for roots in declared):
+        return None
+    places: set[tuple[str, ...] | None] = {
+        place for roots in declared if roots is not None for place in roots}
+    places.update(_metadata_directory(location) for location in live)
     database = make_url(str(catalog.properties["uri"]))
-    place = (place_of(os.path.abspath(database.database))
-             if database.get_backend_name() == "sqlite" and database.database else None)
-    if place is not None:
-        directories.add(place)
-    return frozenset(directories)
+    if database.get_backend_name() == "sqlite" and database.database:
+        places.add(place_of(os.path.abspath(database.database)))
+    return frozenset(place for place in places if place is not None)
+
+
+_READERS = 8
+"""Live tables' metadata files read at once while a purge learns what to keep."""
+
+
+def _metadata_directory(location: str) -> tuple[str, ...] | None:
+    """The directory a metadata file lies in, less a last ``metadata`` segment
+    (``<location>/metadata/v3.metadata.json``)."""
+    place = place_of(location)
+    if place is None or len(place) < 3:
+        return None
+    directory = place[:-1]
+    return directory[:-1] if directory[-1] == "metadata" else directory
+
+
+def _declared_roots(io: FileIO, location: str) -> list[tuple[str, ...]] | None:
+    """The places a table's (or view's) metadata file names as its roots; None when it
+    cannot be read."""
+    try:
+        with io.new_input(location).open() as stream:
+            raw = Compressor.get_compressor(location).stream_decompressor(stream).read()
+        metadata = json.loads(raw)
+        properties = metadata.get("properties") or {}
+        roots = [metadata.get("location"), *(properties.get(key) for key in LOCATION_PROPERTIES)]
+    except Exception:  # missing, unreadable or not metadata: its roots are unknown
+        log.warning("purge.unreadable_live_metadata", location=location)
+        return None
+    places = (place_of(root) for root in roots if isinstance(root, str))
+    return [place for place in places if place is not None]
 
 
 def purge_table(catalog: SqlCatalog, identifier: Identifier) -> None:
     """Drop ``identifier`` and delete its own files (see the module's docstring)."""
     table = catalog.load_table(identifier)
     catalog.drop_table(identifier)
-    metadata = table.metadata
-    files = TableFiles(Warehouse(catalog), metadata, protected_places(catalog))
-    io = table.io
+    metadata, io = table.metadata, table.io
+    protected = protected_places(catalog, io)
+    if protected is None:
+        log.warning("purge.skipped", reason="a live table's roots are unknown")
+        return
+    files = TableFiles(Warehouse(catalog), metadata, protected)
     manifests = list(_manifests(io, metadata, files))
     _delete(io, files, _data_files(io, manifests, files))
     _delete(io, files, (m.manifest_path for m in manifests))

@@ -127,12 +127,6 @@ def open_catalog(tmp_path: Path) -> tuple[SqlCatalog, Path]:
     return catalog, warehouse
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a live table's files outside the directory of its metadata file are not protected: a "
-    "victim with write.data.path (or write.metadata.path) elsewhere in the warehouse loses "
-    "its data files when a table whose roots cover them, and whose manifests name them "
-    "(add_files), is purged; purge.py live_directories protects only the directory of each "
-    "table's metadata file, not its location and write.*.path roots"))
 @pytest.mark.parametrize("victim_property", ["write.data.path", "write.metadata.path"])
 def test_purge_keeps_a_live_tables_files_under_its_other_roots(
         tmp_path: Path, victim_property: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -133,3 +134,42 @@ def test_register_refuses_metadata_naming_files_outside_the_warehouse(
     with pytest.raises(BadRequest):
         store.register_table(catalog, ("demo", "crafted"), own.as_uri(), False)
     assert not catalog.table_exists(("demo", "crafted"))
+
+
+def test_when_a_live_tables_roots_are_unknown_a_purge_deletes_nothing(tmp_path: Path) -> None:
+    catalog = open_catalog(tmp_path)
+    other = table_with_rows(catalog, "other")
+    Path(other.metadata_location.removeprefix("file://")).unlink()  # its roots: unknown
+    purged = table_with_rows(catalog, "purged")
+    purged_root = Path(purged.location().removeprefix("file://"))
+    before = files_under(purged_root)
+
+    purge_table(catalog, ("demo", "purged"))
+
+    assert not catalog.table_exists(("demo", "purged"))  # dropped all the same
+    assert files_under(purged_root) == before
+
+
+def test_a_gzipped_live_metadata_file_is_read_for_its_roots(tmp_path: Path) -> None:
+    catalog = open_catalog(tmp_path)
+    warehouse = (tmp_path / "warehouse").resolve()
+    rows = pa.table({"id": pa.array([1], pa.int64())})
+    victim = catalog.create_table(("demo", "victim"), schema=rows.schema, properties={
+        "write.data.path": (warehouse / "elsewhere").as_uri()})
+    victim.append(rows)
+    plain = Path(catalog.load_table(("demo", "victim")).metadata_location.removeprefix("file://"))
+    zipped = plain.with_name("00009-zipped.gz.metadata.json")
+    zipped.write_bytes(gzip.compress(plain.read_bytes()))
+    catalog.drop_table(("demo", "victim"))
+    store.register_table(catalog, ("demo", "victim"), zipped.as_uri(), False)
+    victim = catalog.load_table(("demo", "victim"))
+    data = [task.file.file_path for task in victim.scan().plan_files()]
+    thief = catalog.create_table(("demo", "thief"), schema=rows.schema, properties={
+        "write.data.path": (warehouse / "elsewhere").as_uri()})
+    thief.add_files(data)
+    thief_root = Path(thief.location().removeprefix("file://"))
+
+    purge_table(catalog, ("demo", "thief"))
+
+    assert catalog.load_table(("demo", "victim")).scan().to_arrow().num_rows == 1
+    assert files_under(thief_root) == set()  # the victim's roots were read: the purge ran
