@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from proxy.backing.forward import AiohttpTransport
+from proxy.backing.aiohttp_transport import AiohttpTransport
 from proxy.backing.httptools_transport import HttptoolsTransport
 
 TRANSPORTS: dict[str, Callable[[int], httpx.AsyncBaseTransport]] = {
