@@ -162,7 +162,7 @@ def create_worker_app() -> Starlette:
     configure_logging(settings.log_level)
     logging.getLogger("uvicorn.access").propagate = False  # as `icegov serve`: no access log
     slot = claim_slot(*where)
-    return create_app(for_worker(settings, slot.index), worker=slot.index)
+    return create_app(for_worker(settings, slot.index, where[0]), worker=slot.index)
 
 
 def _handlers(forwarder: Forwarder, authorizer: PolicyAuthorizer, config: ConfigHandler,

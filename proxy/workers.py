@@ -121,11 +121,12 @@ def worker_audit_file(path: Path, index: int) -> Path:
     return path.with_name(f"{path.stem}.w{index}{path.suffix}")
 
 
-def for_worker(settings: Settings, index: int) -> Settings:
+def for_worker(settings: Settings, index: int, runtime: Path) -> Settings:
     """``settings`` with the audit chain made this worker's own: its own file, and its records
-    naming it (``writer``), so chains sharing stdout can be told apart."""
+    naming it (``writer``), so chains sharing stdout can be told apart; on stdout each record
+    is written whole under a lock the workers share (``runtime``'s ``stdout.lock``)."""
     audit = settings.audit
-    update: dict[str, object] = {"writer": f"w{index}"}
+    update: dict[str, object] = {"writer": f"w{index}", "stdout_lock": runtime / "stdout.lock"}
     if audit.file is not None:
         update["file"] = worker_audit_file(audit.file, index)
     return settings.model_copy(update={"audit": audit.model_copy(update=update)})

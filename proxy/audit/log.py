@@ -15,8 +15,11 @@ shutdown (the last ``seq`` and ``hash``). Kept elsewhere, these pin the tail: ``
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import sys
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 from typing import IO, Protocol
 
 import structlog
@@ -58,25 +61,47 @@ class Sink(Protocol):
 
 
 class StreamSink:
-    """A text stream (stdout), one flushed line per record."""
+    """A text stream (stdout), one flushed line per record. With ``shared_by`` (a lock file
+    every process writing the same stream holds while it writes: ``icegov serve --workers``),
+    a line goes out whole, however long, never split by another process's."""
 
-    def __init__(self, stream: IO[str], name: str = "stdout") -> None:
+    def __init__(self, stream: IO[str], name: str = "stdout",
+                 shared_by: Path | None = None) -> None:
         self._stream = stream
         self._name = name
+        self._shared_by = shared_by
+        self._lock: IO[bytes] | None = None
 
     @property
     def name(self) -> str:
         return self._name
 
     def write(self, line: str, seq: int) -> None:
+        with self._held():
+            try:
+                self._stream.write(line + "\n")
+                self._stream.flush()
+            except ValueError as exc:  # a closed stream
+                raise OSError("stream closed") from exc
+
+    @contextlib.contextmanager
+    def _held(self) -> Iterator[None]:
+        if self._shared_by is None:
+            yield
+            return
+        if self._lock is None:
+            self._lock = self._shared_by.open("ab")
+        fcntl.flock(self._lock, fcntl.LOCK_EX)
         try:
-            self._stream.write(line + "\n")
-            self._stream.flush()
-        except ValueError as exc:  # a closed stream
-            raise OSError("stream closed") from exc
+            yield
+        finally:
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
 
     def close(self) -> None:
-        """The stream belongs to the process; it is left open."""
+        """The stream belongs to the process; it is left open (the lock file is closed)."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
 
 def is_mutating(method: str, endpoint: str) -> bool:
@@ -180,5 +205,5 @@ def _sinks(settings: AuditSettings) -> list[Sink]:
     if settings.file is not None:
         sinks.append(AuditFile(settings.file, settings.rotate_bytes, settings.rotate_seconds))
     if settings.stdout:
-        sinks.append(StreamSink(sys.stdout))
+        sinks.append(StreamSink(sys.stdout, shared_by=settings.stdout_lock))
     return sinks

@@ -26,6 +26,10 @@ class AuditSettings(BaseModel):
         description="Set by `icegov serve --workers`: the worker writing this chain. Every "
                     "record carries it, so chains sharing stdout can be told apart "
                     "(`icegov audit verify --writer`).")
+    stdout_lock: Path | None = Field(
+        default=None, description="Set by `icegov serve --workers`: a lock file the workers "
+                                  "hold while each writes a record to the stdout they share, "
+                                  "so no record is split by another's.")
     fail_closed: bool = Field(
         default=False, description="Refuse mutating requests (503) while the last audit write "
                                    "failed.")

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -17,6 +20,8 @@ from proxy.cli import main
 from proxy.settings import load_settings
 from proxy.workers import for_worker
 from tests.support.audit import a_record
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def interleaved_stream(path: Path, per_writer: int = 4) -> Path:
@@ -83,6 +88,60 @@ def test_the_cli_checks_one_writer(tmp_path: Path) -> None:
 
 
 def test_a_worker_names_itself_in_its_records(tmp_path: Path) -> None:
-    assert for_worker(load_settings(audit={"file": None}), 3).audit.writer == "w3"
-    assert for_worker(load_settings(audit={"file": tmp_path / "a.log"}), 0).audit.writer == "w0"
+    assert for_worker(load_settings(audit={"file": None}), 3, tmp_path).audit.writer == "w3"
+    with_file = load_settings(audit={"file": tmp_path / "a.log"})
+    assert for_worker(with_file, 0, tmp_path).audit.writer == "w0"
     assert load_settings().audit.writer is None
+
+
+WRITE_LONG_LINES = """
+import os, sys
+from pathlib import Path
+from proxy.audit.log import StreamSink
+lock = Path(sys.argv[2]) if sys.argv[2] != "-" else None
+sink = StreamSink(sys.stdout, shared_by=lock)
+os.write(int(sys.argv[4]), b"r")  # ready; then wait for the start, so both write at once
+os.read(0, 1)
+for n in range(int(sys.argv[3])):
+    sink.write(sys.argv[1] * 200_000, n)
+"""
+
+
+def lines_of_two_writers(tmp_path: Path, lock: str) -> list[str]:
+    """Two processes writing 200 kB records at once to one shared pipe, as workers share
+    stdout."""
+    read, write = os.pipe()
+    ready_read, ready_write = os.pipe()
+    writers = [subprocess.Popen(
+        [sys.executable, "-c", WRITE_LONG_LINES, letter, lock, "40", str(ready_write)],
+        stdin=subprocess.PIPE, stdout=write, cwd=REPO, pass_fds=(ready_write,))
+        for letter in "ab"]
+    os.close(write)
+    os.close(ready_write)
+    assert os.read(ready_read, 1) + os.read(ready_read, 1) == b"rr"
+    os.close(ready_read)
+    for writer in writers:
+        assert writer.stdin is not None
+        writer.stdin.write(b"g")
+        writer.stdin.close()
+    with os.fdopen(read, "r") as stream:
+        lines = stream.read().splitlines()
+    assert all(writer.wait(timeout=60) == 0 for writer in writers)
+    return lines
+
+
+def test_workers_sharing_stdout_never_split_each_others_records(tmp_path: Path) -> None:
+    lines = lines_of_two_writers(tmp_path, str(tmp_path / "stdout.lock"))
+    assert sorted(lines) == ["a" * 200_000] * 40 + ["b" * 200_000] * 40
+
+
+def test_a_worker_writes_stdout_records_under_the_lock_every_worker_shares(
+        tmp_path: Path) -> None:
+    settings = for_worker(load_settings(audit={"file": None, "stdout": True}), 1, tmp_path)
+    assert settings.audit.stdout_lock == tmp_path / "stdout.lock"
+    audit = AuditLog(settings.audit)
+    try:
+        audit.write(a_record(1))
+    finally:
+        audit.close()
+    assert (tmp_path / "stdout.lock").exists()  # taken for the record just written

@@ -35,8 +35,8 @@ def test_slots_are_claimed_once_each_and_freed_with_their_holder(tmp_path: Path)
 def test_each_worker_writes_its_own_audit_file(tmp_path: Path) -> None:
     assert worker_audit_file(tmp_path / "audit.log", 1) == tmp_path / "audit.w1.log"
     settings = load_settings(audit={"file": tmp_path / "audit.log"})
-    assert for_worker(settings, 0).audit.file == tmp_path / "audit.w0.log"
-    assert for_worker(load_settings(audit={"file": None}), 0).audit.file is None
+    assert for_worker(settings, 0, tmp_path).audit.file == tmp_path / "audit.w0.log"
+    assert for_worker(load_settings(audit={"file": None}), 0, tmp_path).audit.file is None
 
 
 def test_flags_become_the_variables_they_override() -> None:
