@@ -13,7 +13,7 @@ loadTable both ways in the same run:
   the throughput per core.
 
 A variant is ``TRANSPORT/HTTP/LOOP/wN``: the httpx transport to the backing (``aiohttp``:
-``proxy.backing.aiohttp_transport.AiohttpTransport``; ``httptools``:
+``benchmarks/aiohttp_transport.py``; ``httptools``:
 ``proxy.backing.httptools_transport.HttptoolsTransport``; ``httpx``: httpx's own pooled
 ``AsyncHTTPTransport`` over httpcore; ``httpx-aiohttp``: the PyPI package of that name, if
 installed; ``bare`` / ``bare-httptools``: not icegov but a bare relay over the aiohttp /
@@ -81,7 +81,7 @@ def proxy_app() -> Any:
 
 def transport_for(kind: str, max_connections: int) -> httpx.AsyncBaseTransport:
     """The httpx transport a variant forwards with."""
-    from proxy.backing.aiohttp_transport import AiohttpTransport
+    from benchmarks.aiohttp_transport import AiohttpTransport
     from proxy.backing.httptools_transport import HttptoolsTransport
 
     if kind == "aiohttp":

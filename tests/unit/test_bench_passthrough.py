@@ -62,7 +62,7 @@ def test_variant_command_lines() -> None:
 
 
 def test_variant_transports() -> None:
-    from proxy.backing.aiohttp_transport import AiohttpTransport
+    from benchmarks.aiohttp_transport import AiohttpTransport
     from proxy.backing.httptools_transport import HttptoolsTransport
 
     assert isinstance(bench.transport_for("aiohttp", 4), AiohttpTransport)

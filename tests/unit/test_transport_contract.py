@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from proxy.backing.aiohttp_transport import AiohttpTransport
+from benchmarks.aiohttp_transport import AiohttpTransport
 from proxy.backing.httptools_transport import HttptoolsTransport
 
 TRANSPORTS: dict[str, Callable[[int], httpx.AsyncBaseTransport]] = {
@@ -165,6 +165,21 @@ def test_a_post_body_goes_out_with_its_length(kind: str) -> None:
     assert body == b'{"a": 1}' and b"content-length: 8" in first.lower()
     assert empty == b"" and b"content-length: 0" in second.lower()
     assert b"transfer-encoding" not in first.lower() + second.lower()
+
+
+@both
+def test_a_body_given_as_a_stream_goes_out_whole(kind: str) -> None:
+    """The forwarder builds its requests over a byte stream (``stream=``), never ``content=``:
+    every transport must send such a body, not only a pre-read one."""
+    async def steps(transport: httpx.AsyncBaseTransport, backing: ScriptedBacking) -> None:
+        body = b'{"updates": []}'
+        await fetch(transport, httpx.Request(
+            "POST", backing.url(), headers=[(b"content-length", str(len(body)).encode())],
+            stream=httpx.ByteStream(body)))
+
+    backing = run_with(kind, (), steps)
+    (_, head, body), = backing.requests
+    assert body == b'{"updates": []}' and b"content-length: 15" in head.lower()
 
 
 @both

@@ -1,5 +1,7 @@
 """httpx's transport API over aiohttp's connection pool: the transport icegov shipped before
-``HttptoolsTransport`` (kept as a measured alternative: ``benchmarks/passthrough.py``)."""
+``proxy.backing.httptools_transport.HttptoolsTransport`` won the measurements. Not part of the
+package: kept here as the alternative ``passthrough.py`` measures (variant ``aiohttp``), held to
+the same contract (``tests/unit/test_transport_contract.py``)."""
 
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         try:
             answer = await self._client().request(
                 request.method, yarl.URL(str(request.url), encoded=True), headers=headers,
-                data=request.content or None, allow_redirects=False, compress=False,
+                data=(await request.aread()) or None, allow_redirects=False, compress=False,
                 timeout=timeout)
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise _as_httpx_error(exc, request) from exc
