@@ -11,6 +11,7 @@ import httpx
 from starlette.applications import Starlette
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import Lifespan
 
 from proxy.admission import Admission
 from proxy.audit import AuditLog
@@ -28,14 +29,16 @@ from proxy.dispatch import FastLaneApp
 from proxy.enforce import CatalogNames, Gate
 from proxy.evidence import ChangeClassifier
 from proxy.handlers import BackingHandlers, healthz
-from proxy.idempotency import iso_duration, open_idempotency
+from proxy.idempotency import Idempotency, iso_duration, open_idempotency
 from proxy.identity import build_identity
+from proxy.identity.authenticator import Authenticator
 from proxy.inbound import InboundRequest
 from proxy.intent import check_intents_complete
 from proxy.keys import key_or_process_key
 from proxy.listing import ListingHandlers
 from proxy.load_handler import LoadTableHandler, TableAnswers
 from proxy.metrics import Metrics
+from proxy.nesting import NamespacePaths
 from proxy.page_tokens import PageTokens
 from proxy.pipeline import GovernedDispatcher, GovernedHandler
 from proxy.plan_handler import PlanHandlers
@@ -92,43 +95,36 @@ def create_app(settings: Settings, backing: Backing | None = None,
     metrics = Metrics(worker=worker)
     identity.token_endpoint.on_issued(metrics.observe_token)
     backing = backing or connect_backing(settings)
-    timeout = settings.timeouts.for_httpx()
-    auth = backing_auth_from_settings(settings, backing.transport, backing.base_url, timeout)
-    forwarder = Forwarder(backing.transport, backing.base_url, auth, timeout,
-                          metrics.observe_backing, answer_deadline=settings.timeouts.answer)
+    forwarder = _forwarder(settings, backing, metrics)
     audit = AuditLog(settings.audit)
     offers = BackingOffers(forwarder.fetch, settings.endpoints_refresh_seconds)
     idempotency = open_idempotency(settings)
     views = ReadViews(authorizer, settings.planning.mask_capable_clients)
-    config = ConfigHandler(forwarder, offers, iso_duration(
-        settings.idempotency.lifetime_seconds) if idempotency is not None else None)
-    gate = Gate(
-        identity.authenticator, authorizer, offers,
-        CatalogNames(settings.catalog_name, settings.catalogs),
-        ChangeClassifier(forwarder.fetch, forwarder.post_json, settings.commit_limits,
-                         settings.file_io),
-        settings.commit_limits.max_table_changes, views,
-    )
     planner = Planner(ManifestCache(settings.planning.manifest_cache_entries),
                       settings.planning.threads)
-    answers = TableAnswers(views, authorizer.restricts)
-    handlers = _handlers(forwarder, authorizer, config, identity.token_endpoint,
-                         CommitHandlers(Committer(forwarder, settings.commit_limits,
-                                                  settings.commit_retry, metrics,
-                                                  settings.file_io), answers),
-                         ListingHandlers(forwarder, authorizer, PageTokens(
-                             key_or_process_key(settings.planning.task_key, "plan-tasks"))))
-    handlers.update(_read_handlers(forwarder, answers, views, planner, settings,
-                                   lambda: authorizer.generation, metrics))
-    view_handlers = ViewHandlers(forwarder, authorizer, views)
-    handlers.update(load_view=view_handlers.load_view, create_view=view_handlers.create_view,
-                    replace_view=view_handlers.replace_view)
+    handlers = _governed_handlers(settings, forwarder, authorizer, _Reads(views, planner),
+                                  ConfigHandler(forwarder, offers, iso_duration(
+                                      settings.idempotency.lifetime_seconds)
+                                      if idempotency is not None else None),
+                                  identity.token_endpoint, metrics)
     metrics.watch(manifest_cache=lambda: planner.manifests.stats, policy=authorizer, audit=audit)
     dispatcher = GovernedDispatcher(
-        RouteTable(), handlers, _forward(forwarder), gate, audit, settings.max_body_bytes,
-        idempotency=idempotency, metrics=metrics,
+        RouteTable(), handlers, _forward(forwarder),
+        _gate(settings, identity.authenticator, authorizer, offers, forwarder, views), audit,
+        settings.max_body_bytes, idempotency=idempotency, metrics=metrics,
     )
     readiness = BackingHandlers(forwarder, authorizer)
+    return FastLaneApp(
+        dispatcher, RequestContextMiddleware,
+        routes=[Route("/healthz", healthz), Route("/readyz", readiness.readyz),
+                Route("/metrics", metrics.endpoint)],
+        lifespan=_lifespan(authorizer, planner, backing, idempotency, audit),
+    )
+
+
+def _lifespan(authorizer: PolicyAuthorizer, planner: Planner, backing: Backing,
+              idempotency: Idempotency | None, audit: AuditLog) -> Lifespan[Starlette]:
+    """Serving: the policy file watched; after it, everything held is closed, the audit last."""
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -140,12 +136,54 @@ def create_app(settings: Settings, backing: Backing | None = None,
             await idempotency.close()
         audit.close()
 
-    return FastLaneApp(
-        dispatcher, RequestContextMiddleware,
-        routes=[Route("/healthz", healthz), Route("/readyz", readiness.readyz),
-                Route("/metrics", metrics.endpoint)],
-        lifespan=lifespan,
+    return lifespan
+
+
+@dataclass(frozen=True)
+class _Reads:
+    """What the read handlers share: the principals' read views and the planner."""
+
+    views: ReadViews
+    planner: Planner
+
+
+def _forwarder(settings: Settings, backing: Backing, metrics: Metrics) -> Forwarder:
+    """The one path requests take to the backing, authenticated as the settings say."""
+    timeout = settings.timeouts.for_httpx()
+    auth = backing_auth_from_settings(settings, backing.transport, backing.base_url, timeout)
+    return Forwarder(backing.transport, backing.base_url, auth, timeout,
+                     metrics.observe_backing, answer_deadline=settings.timeouts.answer)
+
+
+def _gate(settings: Settings, authenticator: Authenticator, authorizer: PolicyAuthorizer,
+          offers: BackingOffers, forwarder: Forwarder, views: ReadViews) -> Gate:
+    """The one authorizer seam every governed request passes."""
+    return Gate(
+        authenticator, authorizer, offers,
+        CatalogNames(settings.catalog_name, settings.catalogs),
+        ChangeClassifier(forwarder.fetch, forwarder.post_json, settings.commit_limits,
+                         settings.file_io),
+        settings.commit_limits.max_table_changes, views, NamespacePaths(forwarder.fetch),
     )
+
+
+def _governed_handlers(settings: Settings, forwarder: Forwarder, authorizer: PolicyAuthorizer,
+                       reads: _Reads, config: ConfigHandler,
+                       token_endpoint: Callable[[InboundRequest], Awaitable[Response]],
+                       metrics: Metrics) -> dict[str, GovernedHandler]:
+    """Every endpoint icegov owns, by name (checked complete against the route table)."""
+    answers = TableAnswers(reads.views, authorizer.restricts)
+    commits = CommitHandlers(Committer(forwarder, settings.commit_limits, settings.commit_retry,
+                                       metrics, settings.file_io), answers)
+    listing = ListingHandlers(forwarder, authorizer, PageTokens(
+        key_or_process_key(settings.planning.task_key, "plan-tasks")))
+    handlers = _handlers(forwarder, authorizer, config, token_endpoint, commits, listing)
+    handlers.update(_read_handlers(forwarder, answers, reads.views, reads.planner, settings,
+                                   lambda: authorizer.generation, metrics))
+    view_handlers = ViewHandlers(forwarder, authorizer, reads.views)
+    handlers.update(load_view=view_handlers.load_view, create_view=view_handlers.create_view,
+                    replace_view=view_handlers.replace_view)
+    return handlers
 
 
 def create_worker_app() -> Starlette:
