@@ -22,7 +22,10 @@ from functools import lru_cache
 
 from proxy.errors import BadRequest
 
-_FORBIDDEN = re.compile(r"[/\\\x00-\x1f\x7f-\x9f]")
+_FORBIDDEN = re.compile(r"[/\\;\x00-\x1f\x7f-\x9f]")
+"""Characters no name may hold: path separators, ``;`` (JAX-RS servers cut a path segment at it,
+as a matrix parameter: ``t;v=1`` would be authorized as one table and served as ``t``) and
+control characters."""
 _NEEDS_QUOTES = re.compile(r"[.\"*,\s]")
 MAX_NAME_LENGTH = 1024
 
@@ -45,8 +48,8 @@ def validate_name(value: object, what: str = "name") -> str:
     if len(value) > MAX_NAME_LENGTH:
         raise BadRequest(f"invalid {what}: longer than {MAX_NAME_LENGTH} characters")
     if _FORBIDDEN.search(value):
-        raise BadRequest(f"invalid {what} {value!r}: '/', '\\' and control characters are "
-                         "not allowed in names")
+        raise BadRequest(f"invalid {what} {value!r}: '/', '\\', ';' and control characters "
+                         "are not allowed in names")
     return value
 
 

@@ -137,7 +137,7 @@ def test_a_token_opens_only_for_its_listing_kind_namespace_and_prefix() -> None:
                      "/v1/namespaces/demo/tables",  # no prefix
                      "/v1/cat/namespaces?parent=demo"):  # the namespace listing beneath it
             assert_error_model(client.get(path, params={"pageToken": sealed}, headers=auth), 400)
-        assert len(upstream.seen) == seen
+        assert not any("pageToken" in sent.url.params for sent in upstream.seen[seen:])
         again = client.get("/v1/cat/namespaces/demo/tables",
                            params={"pageToken": sealed, "pageSize": "5"}, headers=auth)
         assert again.status_code == 200  # pageSize may change between pages

@@ -29,7 +29,8 @@ def test_raw_path_query_and_body_are_forwarded_byte_for_byte() -> None:
         loaded = client.get("/v1/cat/namespaces/db%1Fsub/tables/t%20x?snapshots=all")
     assert response.status_code == 200 and response.json() == {"ok": True}
     assert loaded.status_code == 200
-    first, second = upstream.seen
+    probe = b"/catalog/v1/cat/namespaces/db/tables/sub"  # is ``db.sub`` a table? (proxy.nesting)
+    first, second = [seen for seen in upstream.seen if seen.url.raw_path != probe]
     assert first.url.raw_path == b"/catalog/v1/cat/namespaces/db%1Fsub/properties?a=1&b=%20"
     assert first.method == "POST"
     assert first.content == body
