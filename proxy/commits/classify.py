@@ -33,7 +33,7 @@ from proxy.commits.diff import SnapshotChange, diff_snapshot
 from proxy.commits.intent import CommitEvidence, CommitIntent, FileCounts, UnverifiableCommit
 from proxy.commits.limits import CommitLimits
 from proxy.commits.lineage import expected_first_row_ids, row_lineage_changes
-from proxy.commits.manifests import ManifestReader
+from proxy.commits.manifests import FileKey, ManifestReader
 from proxy.commits.operations.specs import binding_schema
 from proxy.commits.references import check_snapshot_references
 from proxy.commits.refs import changes_ref_settings, moves_tag
@@ -41,6 +41,7 @@ from proxy.commits.rows import RowVerifier
 from proxy.commits.rules import claim_disagreements, data_action, merge_data_actions
 from proxy.commits.shape import DEFAULT_LIMITS, check_commit_shape
 from proxy.commits.snapshots import StepPlan, optional_id, plan_steps
+from proxy.commits.tombstones import removed_in_history, revival_reasons
 from proxy.commits.updates import CommitScan, apply_update
 from proxy.governance import Action
 
@@ -82,7 +83,7 @@ def classify_commit(body: Mapping[str, Any], base: TableMetadata | None, io: Fil
     row_ids = expected_first_row_ids(scan.base, _list(body, "updates"), scan.added)
     changes = [_history_checked(_verify(scan, plan, step_key, reader, rows, row_ids))
                for step_key in plan.steps]
-    return _intent(scan, plan, changes, rows)
+    return _intent(scan, plan, _without_revivals(scan, reader, changes), rows)
 
 
 def _list(body: Mapping[str, Any], key: str) -> list[Any]:
@@ -158,6 +159,32 @@ def partition_types(base: TableMetadata | None) -> dict[int, StructType]:
         if schema is not None:
             types[spec.spec_id] = spec.partition_type(schema)
     return types
+
+
+def _without_revivals(scan: CommitScan, reader: ManifestReader,
+                      changes: list[tuple[SnapshotChange, Action]]
+                      ) -> list[tuple[SnapshotChange, Action]]:
+    """Each step's changes, a step that adds a file the table's history (or an earlier step of
+    the commit) removed marked as rewriting history: an UPDATE that also needs
+    ``MANAGE_SNAPSHOTS`` (``tombstones``)."""
+    if scan.base is None:  # a create has no history
+        return changes
+    removed_here: dict[FileKey, int] = {}
+    checked = []
+    for change, action in changes:
+        added = {f.key: f.path for f in change.added}
+        found = {key: removed_here[key] for key in added.keys() & removed_here.keys()}
+        found.update(removed_in_history(reader.io, scan.base, reader.locations,
+                                        added.keys() - found.keys()))
+        if found:
+            scan.actions.add(Action.MANAGE_SNAPSHOTS)
+            change = replace(change, anomalies=(*change.anomalies,
+                                                *revival_reasons(found, added)),
+                             rewrites_history=True)
+            action = Action.UPDATE
+        removed_here.update({f.key: change.snapshot_id for f in change.removed})
+        checked.append((change, action))
+    return checked
 
 
 def _history_checked(verified: tuple[SnapshotChange, Action]) -> tuple[SnapshotChange, Action]:

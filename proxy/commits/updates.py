@@ -92,12 +92,39 @@ def _set_location(_: Mapping[str, Any], scan: CommitScan) -> None:
         scan.actions.add(Action.REGISTER_TABLE)
 
 
+RETENTION_PREFIX = "history.expire."
+"""Table properties that say how long snapshots and refs live (``max-snapshot-age-ms``,
+``min-snapshots-to-keep``, ``max-ref-age-ms``): Java's and Spark's snapshot expiry read them."""
+GC_ENABLED = "gc.enabled"
+"""A table property that, true (its default), lets expiry and purges delete the table's files."""
+
+
 def _set_properties(update: Mapping[str, Any], scan: CommitScan) -> None:
-    """Properties are ALTER; the ones that name a files root also need ``REGISTER_TABLE``."""
+    """Properties are ALTER; the ones that name a files root also need ``REGISTER_TABLE``, and
+    the ones that decide how long history lives ``MANAGE_SNAPSHOTS``."""
     scan.actions.add(scan.metadata_action)
     updates = update.get("updates")
-    if isinstance(updates, Mapping) and any(p in updates for p in LOCATION_PROPERTIES):
+    if not isinstance(updates, Mapping):
+        return
+    if any(p in updates for p in LOCATION_PROPERTIES):
         scan.actions.add(Action.REGISTER_TABLE)
+    if any(_retention(key) for key in updates):
+        scan.actions.add(Action.MANAGE_SNAPSHOTS)
+
+
+def _remove_properties(update: Mapping[str, Any], scan: CommitScan) -> None:
+    """ALTER; removing a retention property (its default may be shorter) is ``MANAGE_SNAPSHOTS``
+    as setting one is."""
+    scan.actions.add(scan.metadata_action)
+    removals = update.get("removals")
+    if isinstance(removals, list) and any(_retention(k) for k in removals):
+        scan.actions.add(Action.MANAGE_SNAPSHOTS)
+
+
+def _retention(key: Any) -> bool:
+    """Whether a table property decides when the next expiry may drop snapshots or refs:
+    shortening it lets a routine expiry erase history (refs' own settings: ``commits.refs``)."""
+    return isinstance(key, str) and (key.startswith(RETENTION_PREFIX) or key == GC_ENABLED)
 
 
 def _assign_uuid(_: Mapping[str, Any], scan: CommitScan) -> None:
@@ -173,7 +200,7 @@ UPDATE_CLASSIFIERS: Mapping[str, Classifier] = {
     "set-default-sort-order": _metadata,
     "set-location": _set_location,
     "set-properties": _set_properties,
-    "remove-properties": _metadata,
+    "remove-properties": _remove_properties,
     "remove-partition-specs": _metadata,
     "remove-schemas": _metadata,
     "add-snapshot": _add_snapshot,

@@ -70,6 +70,21 @@ def test_moving_a_tables_files_root_needs_register_table(table: Table,
     assert actions(table, update) == {Action.ALTER, Action.REGISTER_TABLE}
 
 
+@pytest.mark.parametrize("update", [
+    {"action": "set-properties", "updates": {"history.expire.max-snapshot-age-ms": "1"}},
+    {"action": "set-properties", "updates": {"history.expire.min-snapshots-to-keep": "1"}},
+    {"action": "set-properties", "updates": {"a": "b", "history.expire.max-ref-age-ms": "1"}},
+    {"action": "set-properties", "updates": {"gc.enabled": "true"}},
+    {"action": "remove-properties", "removals": ["a", "history.expire.max-snapshot-age-ms"]},
+    {"action": "remove-properties", "removals": ["gc.enabled"]},
+])
+def test_the_tables_retention_needs_manage_snapshots(table: Table,
+                                                     update: dict[str, Any]) -> None:
+    """Shortening how long history lives lets the next routine expiry erase it (as a ref's own
+    retention does): ALTER alone must not do that."""
+    assert actions(table, update) == {Action.ALTER, Action.MANAGE_SNAPSHOTS}
+
+
 def test_assign_uuid_outside_a_create_needs_every_right(table: Table) -> None:
     update = {"action": "assign-uuid", "uuid": "00000000-0000-0000-0000-000000000000"}
     assert actions(table, update, create=True) == {Action.CREATE_TABLE}

@@ -17,7 +17,7 @@ from proxy.commits.operations.conflicts import WindowChanges, validate
 from proxy.commits.operations.head import HeadReader, branch_head, snapshots_since
 from proxy.commits.operations.inputs import check_added_files
 from proxy.commits.operations.plan import plan_operation
-from proxy.commits.operations.readded import check_new_to_table
+from proxy.commits.operations.readded import check_never_removed, check_new_to_table
 from proxy.commits.operations.request import (
     APPEND,
     check_operation_shape,
@@ -90,6 +90,7 @@ def build_commit(body: Mapping[str, Any], metadata: TableMetadata, io: FileIO, *
         else WindowChanges()
     plan, removed_data = plan_operation(operation, head, reader, changes, metadata)
     check_new_to_table(added, head, window, reader)  # after the plan read what it needed
+    check_never_removed(added, metadata, io)
     validate(operation, changes, metadata, removed_data)
     snapshot = write_snapshot(plan, metadata, io, snapshot_id=snapshot_id,
                               timestamp_ms=_timestamp(metadata, head, now_ms))

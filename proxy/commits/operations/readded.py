@@ -4,7 +4,8 @@ A file the branch head already lists would be listed twice (its rows read twice,
 commit could remove it cleanly); a file a snapshot removed would bring back the rows it held
 (a DELETE undone by an INSERT). So an added data or delete file is refused (400) when the head's
 manifests list it, live or removed, or when a snapshot committed since the operation's start
-removed it. The manifests are read through the ``HeadReader`` (within ``CommitLimits``; what a
+removed it, or any snapshot still in the table removed it (``check_never_removed``). The
+manifests are read through the ``HeadReader`` (within ``CommitLimits``; what a
 manifest lists is remembered across builds, so appends on a moving head stay cheap).
 """
 
@@ -12,11 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pyiceberg.manifest import DataFile
+from pyiceberg.io import FileIO
+from pyiceberg.manifest import DataFile, DataFileContent
+from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
+from proxy.commits.confine import canonical_location, table_locations
 from proxy.commits.intent import UnverifiableCommit
+from proxy.commits.manifests import FileKey
 from proxy.commits.operations.head import HeadReader, location_key
+from proxy.commits.tombstones import removed_in_history
 
 _SHOWN = 120
 
@@ -42,9 +48,25 @@ def check_new_to_table(added: Iterable[DataFile], head: Snapshot | None,
                         "would bring back its rows")
 
 
+def check_never_removed(added: Iterable[DataFile], metadata: TableMetadata, io: FileIO) -> None:
+    """Refuse (400) any of ``added`` that a snapshot still in the table removed, however long
+    ago (``tombstones``: expiring that snapshot would delete the file under the table)."""
+    paths: dict[FileKey, str] = {
+        (f.content == DataFileContent.DATA, canonical_location(f.file_path), None): f.file_path
+        for f in added}
+    found = removed_in_history(io, metadata, table_locations(metadata, {}), paths)
+    if found:
+        key = min(found, key=lambda k: k[1])
+        raise UnverifiableCommit(f"content file {_shown(paths[key])!r} was removed from the "
+                                 f"table by snapshot {found[key]}: adding it again would bring "
+                                 "back its rows")
+
+
 def _refuse(wanted: dict[int, str], listed: frozenset[int], why: str) -> None:
     found = wanted.keys() & listed
     if found:
-        path = wanted[min(found)]
-        shown = path if len(path) <= _SHOWN else path[:_SHOWN] + "..."
-        raise UnverifiableCommit(f"content file {shown!r} {why}")
+        raise UnverifiableCommit(f"content file {_shown(wanted[min(found)])!r} {why}")
+
+
+def _shown(path: str) -> str:
+    return path if len(path) <= _SHOWN else path[:_SHOWN] + "..."
