@@ -4,6 +4,14 @@ The ``endpoints`` list is what the backing advertises (the spec's default set wh
 none) and icegov's route table knows — exactly what icegov will forward — so clients never
 plan on an endpoint that would be refused — plus the scan-planning endpoints icegov serves itself.
 
+Nothing in ``defaults`` or ``overrides`` may steer a client away from icegov or decide who it
+is: the keys clients read for where the catalog is, how they authenticate and which headers,
+proxies, TLS settings or signing they use (``STEERING_KEYS``, ``STEERING_PREFIXES``) are dropped
+from the backing's answer. A client that took the backing's ``uri`` would send every later
+request straight to the backing, around the gate and the audit; its ``oauth2-server-uri`` would
+receive the clients' secrets; its ``token``, ``credential`` or ``header.Authorization`` would
+make every client someone else.
+
 ``idempotency-key-lifetime`` is icegov's own (its store keeps its own final answers), never the
 backing's: absent when icegov's Idempotency-Key support is disabled.
 """
@@ -11,7 +19,9 @@ backing's: absent when icegov's Idempotency-Key support is disabled.
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import structlog
 from starlette.responses import JSONResponse, Response
 
 from proxy.admission import Admission
@@ -22,7 +32,17 @@ from proxy.errors import BackingUnavailable
 from proxy.inbound import InboundRequest
 from proxy.routes import FORWARDABLE, PLANNING_SPECS
 
+log = structlog.get_logger("icegov")
+
 LIFETIME = "idempotency-key-lifetime"
+STEERING_KEYS = frozenset({"uri", "credential", "token", "oauth2-server-uri", "scope",
+                           "audience", "resource", "auth", "ssl", "token-exchange-enabled",
+                           "token-refresh-enabled", "token-expires-in-ms"})
+"""Client settings (PyIceberg's and Java's REST clients) a backing's config may not set."""
+STEERING_PREFIXES = ("header.", "rest.", "auth.", "ssl.", "oauth2.")
+"""Families of client settings a backing's config may not set: extra request headers, the
+REST client's auth, signing, proxies and TLS (``rest.auth.type``, ``rest.sigv4-enabled``,
+``rest.client.proxy.hostname``, …)."""
 DATA_OPERATIONS_KEY = "icegov.data-operations"
 """Advertised in ``defaults``: the data operations icegov commits (``commits.operations``)."""
 
@@ -49,10 +69,28 @@ class ConfigHandler:
         offer = (self._offers.learn(config) if not inbound.query_string
                  else self._offers.parse(config))
         config["endpoints"] = sorted((offer.endpoints & FORWARDABLE) | PLANNING_SPECS)
-        defaults = config.get("defaults")
-        config["defaults"] = {**(defaults if isinstance(defaults, dict) else {}),
+        config["defaults"] = {**_without_steering(config.get("defaults"), "defaults"),
                               DATA_OPERATIONS_KEY: ",".join(sorted(DATA_OPERATIONS))}
+        config["overrides"] = _without_steering(config.get("overrides"), "overrides")
         config.pop(LIFETIME, None)
         if self._lifetime is not None:
             config[LIFETIME] = self._lifetime
         return JSONResponse(config)
+
+
+def _without_steering(section: Any, name: str) -> dict[str, Any]:
+    """A config section (``defaults`` or ``overrides``) without the client-steering keys; a
+    section that is not an object is an empty one."""
+    if not isinstance(section, dict):
+        return {}
+    dropped = sorted(key for key in section if is_steering(key))
+    if dropped:
+        log.warning("config.steering_dropped", section=name, keys=dropped)
+    return {key: value for key, value in section.items() if key not in dropped}
+
+
+def is_steering(key: str) -> bool:
+    """Whether a client setting says where the catalog is or who the client is (and so may
+    come from no one but the client itself)."""
+    folded = key.lower()
+    return folded in STEERING_KEYS or folded.startswith(STEERING_PREFIXES)

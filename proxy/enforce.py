@@ -36,6 +36,7 @@ from proxy.governance import Action, Authorizer, Decision, Principal
 from proxy.identity import Authenticator
 from proxy.inbound import InboundRequest
 from proxy.intent import PUBLIC_ENDPOINTS, Intent, Names, Need, intent_of
+from proxy.nesting import NamespacePaths
 from proxy.read_views import ReadViews, describe, hidden_ids
 from proxy.reads.writes import (
     changes_schema,
@@ -72,6 +73,13 @@ class CatalogNames:
         raise NotFound("no such catalog")
 
 
+RENAMES = frozenset({"rename_table", "rename_view"})
+"""Endpoints that move a table or view to another name, which the policy may rule differently."""
+REGISTERS = frozenset({"register_table", "register_view"})
+"""Endpoints that adopt a metadata file someone else wrote: refused to a principal under column
+or row rules (what the file holds, and what the answer relays, is not projected for it)."""
+
+
 @dataclass(frozen=True)
 class Coarse:
     """A request past steps 1-5. ``complete`` is False for a commit, whose ``admission`` still
@@ -91,7 +99,9 @@ class Gate:
 
     def __init__(self, authenticator: Authenticator, authorizer: Authorizer,
                  offers: BackingOffers, catalogs: CatalogNames, changes: ChangeClassifier,
-                 max_table_changes: int, views: ReadViews | None = None) -> None:
+                 max_table_changes: int, views: ReadViews | None = None,
+                 namespace_paths: NamespacePaths | None = None) -> None:
+        self._namespace_paths = namespace_paths
         self._authenticator = authenticator
         self._authorizer = authorizer
         self._offers = offers
@@ -123,16 +133,18 @@ class Gate:
         record.resources = tuple(str(r) for r in _resources(intent))
         if intent.commit:
             self._admit_commit_coarse(principal, intent, record)
+            await self._through_tables(inbound, intent)
             return Coarse(inbound, Admission(principal, intent, catalog), complete=False)
         decisions = self._decide(principal, intent.needs, record)
         self._check(principal, intent.hide, decisions, record)
-        if endpoint.name == "rename_table":
+        await self._through_tables(inbound, intent)
+        if endpoint.name in RENAMES:
             self._refuse_shedding_rename(intent, record)
-        if endpoint.name == "register_table" and self._authorizer.restricted_anywhere(principal):
+        if endpoint.name in REGISTERS and self._authorizer.restricted_anywhere(principal):
             record.decision = "deny"
-            raise Forbidden(f"{principal.name} may not register tables: column or row rules "
-                            "restrict it, and registering a restricted table's metadata file "
-                            "would shed them")
+            raise Forbidden(f"{principal.name} may not register tables or views: column or row "
+                            "rules restrict it, and registering a metadata file would shed them "
+                            "(or answer a view's definition unchecked)")
         record.decision = "allow"
         return Coarse(inbound, Admission(principal, intent, catalog, decisions,
                                          evidence=record.evidence))
@@ -183,9 +195,16 @@ class Gate:
                 record.decision = "deny"
                 raise Forbidden(refusal)
 
+    async def _through_tables(self, inbound: InboundRequest, intent: Intent) -> None:
+        """404 for a namespace that passes through a table (``proxy.nesting``), asked of the
+        backing only once the request is allowed."""
+        if self._namespace_paths is not None and any(
+                len(r.namespace) > 1 for r in _resources(intent)):
+            await self._namespace_paths.check(inbound, _resources(intent))
+
     def _refuse_shedding_rename(self, intent: Intent, record: AuditRecord) -> None:
-        """403 for a rename that would move a table out of (or into) column and row rules:
-        rules name tables, so the policy must say the same of both names first."""
+        """403 for a rename that would move a table or view out of (or into) read rules: rules
+        name tables and views, so the policy must say the same of both names first."""
         source, destination = (need.resource for need in intent.needs)
         if not self._authorizer.same_restrictions(source, destination):
             record.decision = "deny"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxy.errors import BadRequest, PayloadTooLarge
-from proxy.governance import Action
+from proxy.governance import TABLE_ACTIONS, Action
 from proxy.inbound import InboundRequest
 from proxy.locations import LOCATION_PROPERTIES, NAMESPACE_LOCATION
 from proxy.resources import Resource, validate_name, validate_namespace
@@ -172,8 +172,21 @@ def _named_in_body(action: Action) -> IntentFn:
         needs = [Need(action, resource)]
         if action == Action.CREATE_TABLE and chooses_location(body):
             needs.append(Need(Action.REGISTER_TABLE, resource))
+        if action == Action.REGISTER_TABLE and overwrites(body):
+            needs.extend(Need(a, resource) for a in sorted(TABLE_ACTIONS) if a != action)
         return Intent(tuple(needs))
     return intent
+
+
+def overwrites(body: dict[str, Any]) -> bool:
+    """A register that replaces the table of that name, if there is one (``overwrite``): it can
+    roll the table back to any state or swap it for another, so it needs every table right."""
+    value = body.get("overwrite")
+    if value is None:
+        return False
+    if not isinstance(value, bool):  # a lenient backing could read "true" as true
+        raise BadRequest("overwrite must be true or false")
+    return value
 
 
 def chooses_location(body: dict[str, Any]) -> bool:

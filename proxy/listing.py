@@ -58,8 +58,9 @@ class ListingHandlers:
         if (failed := await self._read_into(inbound, page, read, key, visible)) is not None:
             return relayed_answer(failed, failed.content)
         if page.full and page.following is not None:  # a token must not tell that hidden
-            probe = _Page(page.following, 1)            # entries follow: look for one more
-            failed = await self._read_into(inbound, probe, replace(read), key, visible)
+            probe = _Page(page.following, 1)            # entries follow: look for one more,
+            failed = await self._read_into(                # with a page budget of its own
+                inbound, probe, replace(read, pages=1), key, visible)
             if failed is None and not probe.full and probe.following is None:
                 page.following = None
         answer = {**read.body, key: page.entries}

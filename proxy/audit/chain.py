@@ -49,7 +49,7 @@ def link_of(line: bytes | str) -> Link | None:
     """The link a written line ends the chain with, or None when it is no v2 record."""
     try:
         record = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # not a line icegov wrote
         return None
     if not isinstance(record, dict) or record.get("schema") != SCHEMA:
         return None

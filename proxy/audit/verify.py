@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,9 @@ from typing import Any
 
 from proxy.audit.anchors import Anchors
 from proxy.audit.chain import GENESIS, HMAC_SHA256, SCHEMA, Link, canonical, digest
+
+_HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
+"""What ``hash`` and ``prev`` hold in every record icegov writes."""
 
 
 class NeedsKey(Exception):
@@ -127,6 +131,11 @@ def verify(paths: Sequence[Path], key: bytes | None = None, *, anchors: Sequence
             return problem
         last, last_line, count = Link(record["seq"], record["hash"]), line, count + 1
         first = record["seq"] if first is None else first
+    if writer is not None and count == 0 and writers.skipped:
+        where = _Line(str(paths[-1]), 0, b"", True)
+        return Broken(where.file, where.number, None,
+                      f"no record of writer {writer!r}: the stream holds only other writers' "
+                      "records (a mistyped name, or every one of its records deleted)")
     at_end = pinned.at_end(first, last)
     if at_end is not None:
         where = last_line or _Line(str(paths[-1]) if paths else "-", 0, b"", True)
@@ -140,11 +149,15 @@ class _Writers:
 
     def __init__(self, writer: str | None) -> None:
         self._writer = writer
+        self.skipped = 0  # records of other writers passed over
         self._seen = False
         self._first: object = None  # the first record's writer (None: a single process)
 
     def checks(self, record: dict[str, Any]) -> bool:
-        return self._writer is None or record.get("writer") == self._writer
+        if self._writer is None or record.get("writer") == self._writer:
+            return True
+        self.skipped += 1
+        return False
 
     def interleaved(self, line: _Line, record: dict[str, Any]) -> Broken | None:
         """A record of another writer than the stream's first, when no writer was chosen."""
@@ -169,7 +182,7 @@ def _parse(line: _Line) -> dict[str, Any] | Broken:
         return Broken(line.file, line.number, None, "truncated tail: the last line is incomplete")
     try:
         record = json.loads(line.raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python parses
         what = ("truncated tail: the last line is not valid JSON" if line.last_in_file
                 else "damaged: not valid JSON")
         return Broken(line.file, line.number, None, what)
@@ -178,6 +191,9 @@ def _parse(line: _Line) -> dict[str, Any] | Broken:
             or not isinstance(record.get("prev"), str) or not isinstance(record.get("hash"), str)):
         return Broken(line.file, line.number, seq if type(seq) is int else None,
                       f"not an {SCHEMA} record (no seq, prev or hash)")
+    if not (_HEX_DIGEST.fullmatch(record["hash"]) and _HEX_DIGEST.fullmatch(record["prev"])):
+        return Broken(line.file, line.number, seq,
+                      "edited: its hash or prev is not a SHA-256 digest in hex")
     return record
 
 
@@ -243,7 +259,7 @@ def _find(rest: Iterator[_Line], seq: int, writers: _Writers) -> _Line | None:
     for line in rest:
         try:
             record = json.loads(line.raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(record, dict) and record.get("seq") == seq and writers.checks(record):
             return line

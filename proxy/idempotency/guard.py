@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -130,7 +131,8 @@ class Idempotency:
             log.warning("idempotency.answer_too_large", key=claim.keyed.key, size=len(body))
             await self.abandon(claim)
             return whole
-        answer = StoredAnswer(response.status_code, response.headers.get("content-type"), body)
+        answer = StoredAnswer(response.status_code, response.headers.get("content-type"),
+                              without_credentials(body))
         expires = self._clock() + self._settings.lifetime_seconds
         try:
             stored = await self._call(partial(
@@ -195,3 +197,22 @@ def _rebuilt(response: Response, body: bytes) -> Response:
         (b"content-length", str(len(body)).encode()),
     ]
     return rebuilt
+
+
+CREDENTIAL_FIELDS = ("config", "storage-credentials")
+"""Fields of a LoadTableResult that may carry vended storage credentials."""
+
+
+def without_credentials(body: bytes) -> bytes:
+    """``body`` as it may be kept at rest: a JSON answer with a non-empty ``config`` or
+    ``storage-credentials`` without both (vended credentials are never stored; a replayed
+    create or register answers the table without them, and the client loads them afresh);
+    any other answer byte for byte."""
+    try:
+        answer = json.loads(body)
+    except (ValueError, RecursionError):
+        return body
+    if not isinstance(answer, dict) or not any(answer.get(f) for f in CREDENTIAL_FIELDS):
+        return body  # nothing that could hold a credential: kept byte for byte
+    kept = {k: v for k, v in answer.items() if k not in CREDENTIAL_FIELDS}
+    return json.dumps(kept, separators=(",", ":")).encode()

@@ -11,6 +11,7 @@ import binascii
 import hashlib
 import hmac
 import secrets
+import threading
 from dataclasses import dataclass
 
 SCHEME = "scrypt"
@@ -98,7 +99,14 @@ def _check_costs(n: int, r: int, p: int) -> None:
         raise SecretHashError(f"scrypt r must be 1..{_MAX_R} and p 1..{_MAX_P}")
 
 
+MAX_CONCURRENT_HASHES = 4
+"""scrypt runs in worker threads, each taking ~16 MiB at the default cost: at most this many at
+once, so a flood of token requests queues instead of taking the process's memory."""
+_HASHING = threading.BoundedSemaphore(MAX_CONCURRENT_HASHES)
+
+
 def _scrypt(secret: str, salt: bytes, n: int, r: int, p: int, length: int) -> bytes:
     maxmem = 128 * r * (n + p + 2) + 1024 * 1024
-    return hashlib.scrypt(secret.encode("utf-8"), salt=salt, n=n, r=r, p=p, maxmem=maxmem,
-                          dklen=length)
+    with _HASHING:
+        return hashlib.scrypt(secret.encode("utf-8"), salt=salt, n=n, r=r, p=p, maxmem=maxmem,
+                              dklen=length)

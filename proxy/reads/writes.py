@@ -47,13 +47,31 @@ SCHEMA_UPDATES: frozenset[str] = frozenset({"add-schema", "set-current-schema", 
 """Table update actions that change the table's schema."""
 
 
+NAME_MAPPING = "schema.name-mapping.default"
+"""The table property that binds columns of files written without field ids to the schema's
+fields: rewriting it can bind a hidden column's values to a visible field."""
+
+
 def changes_schema(updates: object) -> bool:
     """True when a commit's ``updates`` list adds, selects or removes schemas (removing old
-    schemas forgets what a renamed hidden column was called; anything
-    that is not a list of update objects changes nothing here; its shape is judged elsewhere)."""
+    schemas forgets what a renamed hidden column was called) or sets or removes the table's
+    name mapping (which file column is which field); anything that is not a list of update
+    objects changes nothing here (its shape is judged elsewhere)."""
     if not isinstance(updates, list):
         return False
-    return any(isinstance(u, dict) and u.get("action") in SCHEMA_UPDATES for u in updates)
+    return any(isinstance(u, dict) and (u.get("action") in SCHEMA_UPDATES or _maps_names(u))
+               for u in updates)
+
+
+def _maps_names(update: dict[str, Any]) -> bool:
+    action = update.get("action")
+    if action == "set-properties":
+        changed = update.get("updates")
+        return isinstance(changed, dict) and NAME_MAPPING in changed
+    if action == "remove-properties":
+        removed = update.get("removals")
+        return isinstance(removed, list) and NAME_MAPPING in removed
+    return False
 
 
 def write_refusal(view: ReadView, actions: frozenset[Action], schema: Schema, *,

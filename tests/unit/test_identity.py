@@ -211,3 +211,33 @@ def test_principal_add_refuses_a_bad_name() -> None:
     result = CliRunner().invoke(principal, ["add", "a:b", "--secret", "x"])
     assert result.exit_code == 2
     assert "name" in result.stderr
+
+
+def test_at_most_four_secrets_are_hashed_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """scrypt takes ~16 MiB a call: a flood of token requests queues for it."""
+    import threading
+
+    from proxy.identity import hashing
+
+    inside = threading.Semaphore(0)
+    release = threading.Event()
+
+    def held_scrypt(*_: object, **__: object) -> bytes:
+        inside.release()
+        release.wait(timeout=10)
+        return b"\0" * 32
+
+    monkeypatch.setattr(hashing.hashlib, "scrypt", held_scrypt)
+    threads = [threading.Thread(target=hashing.burn_time) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for _ in range(hashing.MAX_CONCURRENT_HASHES):
+        assert inside.acquire(timeout=10)
+    try:
+        assert not hashing._HASHING.acquire(blocking=False)  # every slot is taken
+        assert not inside.acquire(blocking=False)  # and no fifth hash began
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join(timeout=10)
+    assert inside.acquire(timeout=10) and inside.acquire(timeout=10)  # the rest ran after

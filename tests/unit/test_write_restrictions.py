@@ -52,6 +52,11 @@ def refusal(restricted: ReadView, *actions: Action, schema_change: bool = False)
     (None, False),
     ("add-schema", False),
     (["add-schema", 3], False),
+    # the name mapping says which file column is which field: rebinding it is a schema change
+    ([{"action": "set-properties", "updates": {"schema.name-mapping.default": "[]"}}], True),
+    ([{"action": "remove-properties", "removals": ["schema.name-mapping.default"]}], True),
+    ([{"action": "set-properties", "updates": {"schema.name-mapping.other": "[]"}}], False),
+    ([{"action": "remove-properties", "removals": "schema.name-mapping.default"}], False),
 ])
 def test_changes_schema(updates: object, expected: bool) -> None:
     assert changes_schema(updates) is expected

@@ -1,0 +1,274 @@
+"""Attacks, round 4: what earlier reviews had not reached (the config answer, names a backing
+folds, listing page tokens across policy generations).
+
+Refused attacks are plain tests; real findings are pinned ``xfail(strict=True)`` with the reason
+(each turns into a failure, and so into a reminder, the day it is fixed). The integration half is
+``tests/integration/test_attacks_r4.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from starlette.testclient import TestClient
+
+from proxy.app import create_app
+from proxy.governance import Action
+from tests.support.commit_capture import Crafter
+from tests.support.http import wait_for
+from tests.support.settings import settings_for_tests
+from tests.support.upstream import ALL_ENDPOINTS, Upstream, client_for, icegov_token
+
+ANALYST = "analyst:analyst-secret"
+
+# -- GET /v1/config: what the backing tells clients to do ---------------------------------------
+
+CLIENT_STEERING = {
+    "uri": "http://backing.internal:8181",  # pyiceberg re-points its catalog URI at this
+    "oauth2-server-uri": "http://backing.internal/oauth/tokens",  # where secrets would be sent
+    "token": "the-backings-own-bearer",
+}
+
+
+def config_answer(section: str) -> dict[str, Any]:
+    """icegov's /v1/config answer when the backing's config puts ``CLIENT_STEERING`` in
+    ``section`` (``defaults`` or ``overrides``)."""
+    config: dict[str, Any] = {"defaults": {}, "overrides": {"prefix": "cat"},
+                              "endpoints": ALL_ENDPOINTS}
+    config[section] = {**config[section], **CLIENT_STEERING}
+    with client_for(Upstream(config=config)) as client:
+        answer = client.get("/v1/config")
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json())
+
+
+def test_the_backings_config_never_steers_clients_away_from_icegov() -> None:
+    config = config_answer("overrides")
+    assert not set(CLIENT_STEERING) & set(config["overrides"])
+
+
+def test_the_backings_defaults_never_carry_a_token_or_another_token_endpoint() -> None:
+    config = config_answer("defaults")
+    assert not {"token", "oauth2-server-uri"} & set(config["defaults"])
+
+
+def test_the_config_answer_keeps_the_backings_prefix() -> None:
+    assert config_answer("defaults")["overrides"]["prefix"] == "cat"
+
+
+# -- names a case-insensitive backing folds -----------------------------------------------------
+
+FOLD_POLICY = """\
+p, admin, *, *, allow
+p, analyst, icegov, BROWSE, allow
+p, analyst, icegov.sales, BROWSE, allow
+p, analyst, icegov.sales.*, READ, allow
+p, analyst, icegov.sales.salaries, *, deny
+"""
+
+
+class FoldingBacking:
+    """A backing that resolves names case-insensitively (as Hive, Glue and others do): every
+    table it is asked for is its one table ``sales.salaries``."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.paths.append(request.url.path)
+        if request.url.path.lower().endswith("/namespaces/sales/tables/salaries"):
+            return httpx.Response(200, json={"metadata-location": "s3://w/sales/salaries/m.json",
+                                             "metadata": {"secret": True}, "config": {}})
+        return httpx.Response(404, json={"error": {"message": "no", "type":
+                                                   "NoSuchTableException", "code": 404}})
+
+
+@pytest.fixture()
+def folded(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str], FoldingBacking]]:
+    policy = tmp_path / "policy.csv"
+    policy.write_text(FOLD_POLICY)
+    backing = FoldingBacking()
+    upstream = Upstream(backing, config={"defaults": {}, "overrides": {},
+                                         "endpoints": ALL_ENDPOINTS})
+    with client_for(upstream, tmp_path, policy={"policy_path": policy}) as client:
+        yield client, {"authorization": f"Bearer {icegov_token(client, ANALYST)}"}, backing
+
+
+def test_the_denied_table_under_its_own_name_is_hidden(
+        folded: tuple[TestClient, dict[str, str], FoldingBacking]) -> None:
+    client, analyst, backing = folded
+    answer = client.get("/v1/namespaces/sales/tables/salaries", headers=analyst)
+    assert answer.status_code == 404
+    assert backing.paths == []
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "policy names are case-sensitive (policies/README.md) and icegov forwards a request for "
+    "sales.SALARIES unchanged: behind a backing that folds case (Hive, Glue, Unity, Snowflake-"
+    "style catalogs) a deny on icegov.sales.salaries is bypassed by any other spelling, under "
+    "an allow on icegov.sales.*. proxy/intent.py Names.table / proxy/resources.py build "
+    "resources from the raw spelling. Fix: a setting (e.g. `names: case-insensitive`) that "
+    "folds every resource (and policy pattern) before matching, or refuses a name that is not "
+    "in the backing's canonical case"))
+def test_another_spelling_of_a_denied_table_is_refused_too(
+        folded: tuple[TestClient, dict[str, str], FoldingBacking]) -> None:
+    client, analyst, backing = folded
+    answer = client.get("/v1/namespaces/sales/tables/SALARIES", headers=analyst)
+    assert answer.status_code in (403, 404)
+    assert backing.paths == []
+
+
+# -- path parameters a JAX-RS backing strips ------------------------------------------------------
+
+
+class MatrixStrippingBacking(FoldingBacking):
+    """A backing that binds path parameters as JAX-RS servers (Jersey, RESTEasy: Polaris,
+    Gravitino, Nessie) do: a segment's matrix parameters (``;k=v``) are not part of its value."""
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        raw = request.url.raw_path.decode("ascii").split("?")[0]
+        stripped = "/".join(segment.split(";")[0] for segment in raw.split("/"))
+        return super().__call__(httpx.Request(request.method, f"http://backing.test{stripped}"))
+
+
+@pytest.fixture()
+def matrix(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str], FoldingBacking]]:
+    policy = tmp_path / "policy.csv"
+    policy.write_text(FOLD_POLICY)
+    backing = MatrixStrippingBacking()
+    upstream = Upstream(backing, config={"defaults": {}, "overrides": {},
+                                         "endpoints": ALL_ENDPOINTS})
+    with client_for(upstream, tmp_path, policy={"policy_path": policy}) as client:
+        yield client, {"authorization": f"Bearer {icegov_token(client, ANALYST)}"}, backing
+
+
+def test_a_matrix_parameter_never_smuggles_a_denied_table_to_the_backing(
+        matrix: tuple[TestClient, dict[str, str], FoldingBacking]) -> None:
+    client, analyst, backing = matrix
+    answer = client.get("/v1/namespaces/sales/tables/salaries;v=1", headers=analyst)
+    assert answer.status_code in (400, 403, 404)
+    assert not any(path.lower().endswith("/salaries") for path in backing.paths)
+
+
+# -- listing page tokens across policy generations ----------------------------------------------
+
+LIST_POLICY = """\
+p, admin, *, *, allow
+p, analyst, icegov, BROWSE, allow
+p, analyst, icegov.r4, BROWSE, allow
+p, analyst, icegov.r4.*, READ, allow
+"""
+
+
+@pytest.fixture()
+def reloadable(tmp_path: Path) -> Iterator[tuple[TestClient, Path]]:
+    policy = tmp_path / "policy.csv"
+    policy.write_text(LIST_POLICY)
+    settings = settings_for_tests(tmp_path, policy={"policy_path": policy,
+                                                    "reload_interval_seconds": 0.01})
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        yield client, policy
+
+
+def login(client: TestClient, who: str) -> dict[str, str]:
+    answer = client.post("/v1/oauth/tokens", data={
+        "grant_type": "client_credentials", "client_id": who, "client_secret": f"{who}-secret"})
+    return {"authorization": f"Bearer {answer.json()['access_token']}"}
+
+
+def table_names(client: TestClient, who: dict[str, str], **params: Any) -> dict[str, Any]:
+    answer = client.get("/v1/namespaces/r4/tables", params=params, headers=who)
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json())
+
+
+def test_a_page_token_from_before_a_reload_never_shows_what_the_reload_hid(
+        reloadable: tuple[TestClient, Path]) -> None:
+    client, policy = reloadable
+    admin, analyst = login(client, "admin"), login(client, "analyst")
+    client.post("/v1/namespaces", json={"namespace": ["r4"]}, headers=admin)
+    for name in ("a", "b", "c", "d"):
+        created = client.post("/v1/namespaces/r4/tables", headers=admin, json={
+            "name": name, "schema": {"type": "struct", "schema-id": 0, "fields": [
+                {"id": 1, "name": "id", "type": "long", "required": False}]}})
+        assert created.status_code == 200, created.text
+    first = table_names(client, analyst, pageSize=1)
+    assert [t["name"] for t in first["identifiers"]] == ["a"]
+    token = first["next-page-token"]
+    with policy.open("a") as rules:
+        rules.write("p, analyst, icegov.r4.b, *, deny\np, analyst, icegov.r4.c, *, deny\n")
+    wait_for(lambda: client.get("/v1/namespaces/r4/tables/b", headers=analyst).status_code
+             == 404, what="the policy reload")
+    rest = table_names(client, analyst, pageSize=5, pageToken=token)
+    assert [t["name"] for t in rest["identifiers"]] == ["d"]
+    assert not rest.get("next-page-token")
+
+
+# -- table properties that drive snapshot expiry --------------------------------------------------
+
+RETENTION_PROPERTIES = {"history.expire.max-snapshot-age-ms": "1",
+                        "history.expire.min-snapshots-to-keep": "1",
+                        "history.expire.max-ref-age-ms": "1"}
+
+
+@pytest.fixture()
+def crafter(tmp_path: Path) -> Crafter:
+    return Crafter.with_two_appends(tmp_path)
+
+
+def test_shortening_a_refs_retention_needs_manage_snapshots(crafter: Crafter) -> None:
+    head = crafter.table.metadata.current_snapshot_id
+    intent = crafter.classify({"requirements": [], "updates": [{
+        "action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": head,
+        "max-snapshot-age-ms": 1}]})
+    assert Action.MANAGE_SNAPSHOTS in intent.actions
+
+
+def test_shortening_the_tables_retention_needs_manage_snapshots(crafter: Crafter) -> None:
+    intent = crafter.classify({"requirements": [], "updates": [{
+        "action": "set-properties", "updates": RETENTION_PROPERTIES}]})
+    assert Action.MANAGE_SNAPSHOTS in intent.actions
+
+
+# -- a page token's presence past the per-answer budget ------------------------------------------
+
+
+class OffsetBacking:
+    """A backing that pages its namespaces by offset (the reference catalog's way)."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        size = int(request.url.params.get("pageSize") or len(self.names))
+        start = int(request.url.params.get("pageToken") or 0)
+        end = start + size
+        return httpx.Response(200, json={
+            "namespaces": [[name] for name in self.names[start:end]],
+            "next-page-token": str(end) if end < len(self.names) else None})
+
+
+def first_page(names: list[str], tmp_path: Path) -> dict[str, Any]:
+    tmp_path.mkdir()
+    policy = tmp_path / "policy.csv"
+    policy.write_text(LIST_POLICY)
+    upstream = Upstream(OffsetBacking(names), config={"defaults": {}, "overrides": {},
+                                                      "endpoints": ALL_ENDPOINTS})
+    with client_for(upstream, tmp_path, policy={"policy_path": policy}) as client:
+        analyst = {"authorization": f"Bearer {icegov_token(client, ANALYST)}"}
+        answer = client.get("/v1/namespaces", params={"pageSize": 1}, headers=analyst)
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json())
+
+
+def test_a_token_after_a_long_hidden_run_does_not_tell_that_hidden_entries_follow(
+        tmp_path: Path) -> None:
+    hidden = [f"h{n:05d}" for n in range(49_999)]
+    alone = first_page([*hidden, "r4"], tmp_path / "alone")
+    followed = first_page([*hidden, "r4", "zz_hidden"], tmp_path / "followed")
+    assert alone["namespaces"] == followed["namespaces"] == [["r4"]]
+    assert bool(alone.get("next-page-token")) == bool(followed.get("next-page-token"))
