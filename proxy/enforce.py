@@ -175,6 +175,23 @@ class Gate:
         return Admission(admission.principal, admission.intent, admission.catalog, decisions,
                          tuple(classified))
 
+    def recheck(self, coarse: Coarse, rights: Iterable[tuple[str, str]],
+                record: AuditRecord) -> None:
+        """403 unless the caller still holds every (action, resource) right a stored answer
+        was given on (a commit's classified actions): a replay answers nothing the same
+        request would now be refused. A right naming a resource the request does not name
+        is refused too."""
+        if coarse.principal is None:
+            return
+        named = {str(r): r for r in _resources(coarse.admission.intent)}
+        needs = []
+        for action, resource in rights:
+            if resource not in named or action not in Action.__members__:
+                record.decision = "deny"
+                raise Forbidden(f"{coarse.principal.name} may not replay this answer")
+            needs.append(Need(Action(action), named[resource]))
+        self._check(coarse.principal, (), self._decide(coarse.principal, needs, record), record)
+
     def _refuse_hidden_writes(self, principal: Principal, classified: list[ClassifiedChange],
                               record: AuditRecord) -> None:
         """403 for a change that would drop what the principal may not see: a rewrite of data

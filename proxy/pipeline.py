@@ -95,6 +95,7 @@ class GovernedDispatcher:
         if keyed is None:
             return await self._decided(coarse, record)
         if isinstance(keyed, Replay):
+            self._gate.recheck(coarse, keyed.answer.rights, record)
             record.decision = "allow"
             record.replayed = True
             return keyed.response()
@@ -120,7 +121,8 @@ class GovernedDispatcher:
         except BaseException:
             await self._idempotency.abandon(claim)
             raise
-        return await self._idempotency.settle(claim, response)
+        rights = tuple((d.action.value, str(d.resource)) for d in record.decisions if d.allowed)
+        return await self._idempotency.settle(claim, response, rights)
 
 
 async def _answered(answer: Awaitable[Response], record: AuditRecord) -> Response:

@@ -119,9 +119,12 @@ class Idempotency:
             await asyncio.sleep(delay)
             delay = min(delay * 2, _MAX_POLL)
 
-    async def settle(self, claim: Claim, response: Response) -> Response:
+    async def settle(self, claim: Claim, response: Response,
+                     rights: tuple[tuple[str, str], ...] = ()) -> Response:
         """Keep ``response`` under the claim's key if it is final, else let the key go;
-        returns the response to send (read whole when it was streamed)."""
+        returns the response to send (read whole when it was streamed). ``rights``, the
+        (action, resource) rights the answer was given on, are kept with it: a replay is
+        only for a caller who still holds them."""
         if not is_final(response.status_code):
             await self.abandon(claim)
             return response
@@ -132,7 +135,7 @@ class Idempotency:
             await self.abandon(claim)
             return whole
         answer = StoredAnswer(response.status_code, response.headers.get("content-type"),
-                              without_credentials(body))
+                              without_credentials(body), rights)
         expires = self._clock() + self._settings.lifetime_seconds
         try:
             stored = await self._call(partial(

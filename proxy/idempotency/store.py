@@ -14,6 +14,7 @@ The methods are blocking; ``proxy.idempotency.guard`` calls them in worker threa
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from dataclasses import dataclass
@@ -29,9 +30,12 @@ from sqlalchemy import (
     Row,
     String,
     Table,
+    Text,
     create_engine,
     delete,
+    inspect,
     select,
+    text,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -55,7 +59,10 @@ _keys = Table(
     Column("body", LargeBinary, nullable=True),
     Column("created_at", Float, nullable=False),
     Column("expires_at", Float, nullable=False, index=True),
+    Column("rights", Text, nullable=True),
 )
+ADDED_COLUMNS = {"rights": "TEXT"}
+"""Columns added since the table was first shipped: added to an older table on first use."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,8 @@ class StoredAnswer:
     status: int
     content_type: str | None
     body: bytes
+    rights: tuple[tuple[str, str], ...] = ()
+    """The (action, resource) rights the answer was given on: a replay needs them still."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +121,8 @@ class IdempotencyStore:
     def finish(self, key: str, token: str, answer: StoredAnswer, expires_at: float) -> bool:
         """Store the final answer of the claim ``token``; False if the claim was lost."""
         values = {"state": DONE, "status": answer.status, "content_type": answer.content_type,
-                  "body": answer.body, "expires_at": expires_at}
+                  "body": answer.body, "expires_at": expires_at,
+                  "rights": json.dumps([list(r) for r in answer.rights])}
         with self._engine.begin() as conn:
             result = conn.execute(update(_keys).where(
                 _keys.c.key == key, _keys.c.claim == token, _keys.c.state == PENDING,
@@ -153,7 +163,25 @@ class IdempotencyStore:
                 _metadata.create_all(self._engine)
             except SQLAlchemyError:
                 _metadata.create_all(self._engine)  # created meanwhile by another replica
+            self._add_missing_columns()
             self._ready = True
+
+    def _add_missing_columns(self) -> None:
+        """Bring a table created by an older icegov up to date (a replica racing this one may
+        add a column first: what matters is that it is there afterwards)."""
+        for name, kind in ADDED_COLUMNS.items():
+            if name in _columns(self._engine):
+                continue
+            try:
+                with self._engine.begin() as conn:
+                    conn.execute(text(f"ALTER TABLE {TABLE_NAME} ADD COLUMN {name} {kind}"))
+            except SQLAlchemyError:
+                if name not in _columns(self._engine):
+                    raise
+
+
+def _columns(engine: Engine) -> set[str]:
+    return {c["name"] for c in inspect(engine).get_columns(TABLE_NAME)}
 
 
 def _existing(row: Row[Any]) -> Existing:
@@ -161,8 +189,13 @@ def _existing(row: Row[Any]) -> Existing:
     answer = None
     if found["state"] == DONE:
         answer = StoredAnswer(int(found["status"]), found["content_type"],
-                              bytes(found["body"] or b""))
+                              bytes(found["body"] or b""), _rights(found["rights"]))
     return Existing(str(found["principal"]), str(found["fingerprint"]), answer)
+
+
+def _rights(stored: str | None) -> tuple[tuple[str, str], ...]:
+    """The rights kept with an answer (none for an answer kept by an older icegov)."""
+    return tuple((str(action), str(resource)) for action, resource in json.loads(stored or "[]"))
 
 
 class UnsupportedStore(ValueError):

@@ -313,11 +313,6 @@ def test_a_principal_left_without_any_commit_right_gets_no_replay(tmp_path: Path
     assert "idempotent-replayed" not in again.headers
 
 
-@pytest.mark.xfail(strict=True, reason="pipeline.py:_governed replays a stored answer after "
-                   "admit_coarse only: for a commit that is enforce.py:_may_commit (any one "
-                   "commit right on the table), so a writer who still may INSERT gets the stored "
-                   "200 of an ALTER commit after its ALTER right was revoked, where the same "
-                   "request without the key is 403")
 def test_a_principal_whose_right_for_that_commit_was_revoked_gets_no_replay(
         tmp_path: Path) -> None:
     again = revoke_and_retry(tmp_path, "writer", "p, writer, icegov.demo.t, ALTER, allow\n")

@@ -3,6 +3,7 @@ bindings and the advertised duration."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,36 @@ def test_two_stores_on_one_database_share_their_keys(tmp_path: Path) -> None:
     assert isinstance(claim(two, 0.5), Existing)
     one.finish(KEY, won.token, ANSWER, expires_at=LIFETIME)
     assert claim(two, 1.0) == Existing("token:a", "f1", ANSWER)
+
+
+def test_the_rights_an_answer_was_given_on_are_kept_with_it(store: IdempotencyStore) -> None:
+    won = claim(store, 0.0)
+    assert isinstance(won, Claimed)
+    rights = (("ALTER", "icegov.demo.t"), ("INSERT", "icegov.demo.t"))
+    given = StoredAnswer(200, None, b"{}", rights)
+    store.finish(KEY, won.token, given, expires_at=LIFETIME)
+    assert claim(store, 1.0) == Existing("token:a", "f1", given)
+
+
+def test_a_table_kept_by_an_older_icegov_gains_the_rights_column(tmp_path: Path) -> None:
+    """Its answers replay as before (no rights kept); new answers keep theirs."""
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as old:
+        old.execute("CREATE TABLE icegov_idempotency (key VARCHAR(36) PRIMARY KEY, principal "
+                    "VARCHAR(512) NOT NULL, fingerprint VARCHAR(64) NOT NULL, state VARCHAR(8) "
+                    "NOT NULL, claim VARCHAR(36) NOT NULL, status INTEGER, content_type "
+                    "VARCHAR(255), body BLOB, created_at FLOAT NOT NULL, "
+                    "expires_at FLOAT NOT NULL)")
+        old.execute("INSERT INTO icegov_idempotency VALUES (?, 'token:a', 'f1', 'done', 'c', 200,"
+                    " NULL, X'7B7D', 0, ?)", (KEY, LIFETIME))
+    store = IdempotencyStore(f"sqlite:///{path}")
+    assert claim(store, 1.0) == Existing("token:a", "f1", StoredAnswer(200, None, b"{}"))
+    won = store.claim(KEY[:-1] + "0", "token:a", "f", 1.0, LEASE)
+    assert isinstance(won, Claimed)
+    given = StoredAnswer(204, None, b"", (("DROP_TABLE", "icegov.demo.t"),))
+    store.finish(KEY[:-1] + "0", won.token, given, expires_at=LIFETIME)
+    assert store.claim(KEY[:-1] + "0", "token:a", "f", 2.0, LEASE) == Existing(
+        "token:a", "f", given)
 
 
 def test_only_sqlite_and_postgresql_are_supported() -> None:
