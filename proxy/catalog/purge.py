@@ -6,11 +6,14 @@ written by whoever registered it. pyiceberg's ``purge_table`` deletes every file
 wherever it is. Here a file is deleted (or read, to find more files) only when it lies under the
 warehouse *and* under one of the table's own roots: its ``location`` or a ``write.*.path``
 property, *and* not under any root of another table or view the catalog still has (the
-directory of its metadata file, its location, its ``write.*.path``). Files elsewhere (another
-bucket, the catalog's database, another live table's files) are left alone; when a live
-table's metadata cannot be read, nothing is deleted (its roots are unknown). Deletion failures
-are logged, as pyiceberg does: the table is already dropped and a missing file is no reason to
-fail.
+directory of its metadata file, its location, its ``write.*.path``), *and* not a file a live
+table's metadata or manifests name (a table that took the dropped table's data files with
+``add_files`` keeps them). Files elsewhere (another bucket, the catalog's database, another
+live table's files) are left alone; when a live table's metadata, manifest lists or manifests
+cannot be read, nothing is deleted (what it holds is unknown). A purge runs alone, under the
+catalog's adoption lock (``proxy.catalog.adoption``): nothing adopts files between what it
+learns and what it deletes. Deletion failures are logged, as pyiceberg does: the table is
+already dropped and a missing file is no reason to fail.
 """
 
 from __future__ import annotations
@@ -27,11 +30,14 @@ from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import ManifestFile
 from pyiceberg.serializers import Compressor
+from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Identifier
 from sqlalchemy import make_url, select
 from sqlalchemy.orm import Session
 
+from proxy.catalog.adoption import adoption_lock
+from proxy.catalog.live_files import live_table_files
 from proxy.catalog.locations import Warehouse, place_of
 from proxy.locations import LOCATION_PROPERTIES
 
@@ -46,7 +52,8 @@ class TableFiles:
     files, or registered from its metadata, never purges them."""
 
     def __init__(self, warehouse: Warehouse, metadata: TableMetadata,
-                 others: frozenset[tuple[str, ...]] = frozenset()) -> None:
+                 others: frozenset[tuple[str, ...]] = frozenset(),
+                 named: frozenset[str] = frozenset()) -> None:
         self._warehouse = warehouse
         top = place_of(warehouse.uri)
         roots = [metadata.location, *(metadata.properties[key] for key in LOCATION_PROPERTIES
@@ -54,11 +61,12 @@ class TableFiles:
         places = [place_of(root) for root in roots if warehouse.contains(root)]
         self._roots = [place for place in places if place is not None and place != top]
         self._others = others
+        self._named = named
 
     def owns(self, location: str) -> bool:
         """True when ``location`` may be read or deleted as this table's file."""
         place = place_of(location) if self._warehouse.contains(location) else None
-        if place is None:
+        if place is None or location in self._named:
             return False
         above = {place[:depth] for depth in range(1, len(place) + 1)}
         return any(root in above for root in self._roots) and above.isdisjoint(self._others)
@@ -91,6 +99,22 @@ _READERS = 8
 """Live tables' metadata files read at once while a purge learns what to keep."""
 
 
+def files_live_tables_name(catalog: SqlCatalog, io: FileIO) -> frozenset[str] | None:
+    """Every file the catalog's live tables name: metadata log, manifest lists, manifests, data
+    and delete files, statistics. None when one of them cannot be read."""
+    with Session(catalog.engine) as session:
+        query = select(IcebergTables.metadata_location).where(
+            IcebergTables.catalog_name == catalog.name)
+        if (only_tables := catalog._iceberg_type_filter()) is not None:
+            query = query.where(only_tables)
+        locations = [loc for loc in session.execute(query).scalars().all() if loc]
+    with ThreadPoolExecutor(max_workers=_READERS) as pool:
+        named = list(pool.map(partial(live_table_files, io), locations))
+    if any(files is None for files in named):
+        return None
+    return frozenset(path for files in named if files is not None for path in files)
+
+
 def _metadata_directory(location: str) -> tuple[str, ...] | None:
     """The directory a metadata file lies in, less a last ``metadata`` segment
     (``<location>/metadata/v3.metadata.json``)."""
@@ -119,14 +143,20 @@ def _declared_roots(io: FileIO, location: str) -> list[tuple[str, ...]] | None:
 
 def purge_table(catalog: SqlCatalog, identifier: Identifier) -> None:
     """Drop ``identifier`` and delete its own files (see the module's docstring)."""
-    table = catalog.load_table(identifier)
-    catalog.drop_table(identifier)
+    with adoption_lock(catalog).purging():
+        table = catalog.load_table(identifier)
+        catalog.drop_table(identifier)
+        _delete_own_files(catalog, table)
+
+
+def _delete_own_files(catalog: SqlCatalog, table: Table) -> None:
     metadata, io = table.metadata, table.io
     protected = protected_places(catalog, io)
-    if protected is None:
-        log.warning("purge.skipped", reason="a live table's roots are unknown")
+    named = files_live_tables_name(catalog, io) if protected is not None else None
+    if protected is None or named is None:
+        log.warning("purge.skipped", reason="what a live table holds is unknown")
         return
-    files = TableFiles(Warehouse(catalog), metadata, protected)
+    files = TableFiles(Warehouse(catalog), metadata, protected, named)
     manifests = list(_manifests(io, metadata, files))
     _delete(io, files, _data_files(io, manifests, files))
     _delete(io, files, (m.manifest_path for m in manifests))

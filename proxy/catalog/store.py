@@ -37,6 +37,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from proxy.catalog.adoption import adoption_lock
 from proxy.catalog.locations import ObjectStoreRoot, Warehouse
 from proxy.errors import BadRequest
 
@@ -128,8 +129,15 @@ def register_table(catalog: SqlCatalog, identifier: Identifier, location: str,
 
     The file must lie under the warehouse and parse as table metadata (400 otherwise, with one
     message whatever the reason, so that a caller learns nothing about other files); only then
-    is the row written (``overwrite``: an existing table's row is repointed).
+    is the row written (``overwrite``: an existing table's row is repointed). Held under the
+    catalog's adoption lock, checks included (``proxy.catalog.adoption``).
     """
+    with adoption_lock(catalog).adopting():
+        _register(catalog, identifier, location, overwrite)
+
+
+def _register(catalog: SqlCatalog, identifier: Identifier, location: str,
+              overwrite: bool) -> None:
     _check_registrable(catalog, location)
     namespace_levels = Catalog.namespace_from(identifier)
     if not catalog.namespace_exists(namespace_levels):
@@ -185,7 +193,14 @@ def _repoint(catalog: SqlCatalog, session: Session, namespace: str, name: str,
 
 
 def commit_atomically(catalog: SqlCatalog, changes: list[TableChange]) -> list[CommitTableResponse]:
-    """Apply every change or none: validate all, write new metadata, swap all rows in one txn."""
+    """Apply every change or none: validate all, write new metadata, swap all rows in one txn;
+    under the catalog's adoption lock (a commit may add any file to a table)."""
+    with adoption_lock(catalog).adopting():
+        return _commit_atomically(catalog, changes)
+
+
+def _commit_atomically(catalog: SqlCatalog,
+                       changes: list[TableChange]) -> list[CommitTableResponse]:
     staged = [_stage(catalog, change) for change in changes]
     written = [s for s in staged if s.changed]
     for s in written:

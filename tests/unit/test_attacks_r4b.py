@@ -31,6 +31,7 @@ from proxy.catalog import create_catalog_app, store
 from proxy.catalog import purge as purge_module
 from proxy.catalog.purge import purge_table
 from proxy.cli import main
+from proxy.errors import BadRequest
 from proxy.governance import Action, Principal
 from proxy.policy import PolicyAuthorizer, PolicySettings
 from proxy.policy.model import CANONICAL_MODEL
@@ -236,10 +237,6 @@ def purge_catalog(tmp_path: Path) -> SqlCatalog:
     return catalog
 
 
-@pytest.mark.xfail(strict=True, reason="purge.py:protected_places protects only the roots live "
-                   "tables declare (location, write.*.path, metadata directory), not the files "
-                   "their manifests name: a live table that added the dropped table's data files "
-                   "(add_files, or an append naming them) loses them to the purge")
 def test_purge_keeps_data_files_a_live_table_still_reads(tmp_path: Path) -> None:
     catalog = purge_catalog(tmp_path)
     rows = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
@@ -489,29 +486,50 @@ def test_long_and_non_ascii_keys_are_400_and_never_forwarded(tmp_path: Path,
     assert upstream.seen == []
 
 
-@pytest.mark.xfail(strict=True, reason="purge.py:purge_table learns the live tables' roots once "
-                   "(protected_places) and then deletes without a lock: a table registered from "
-                   "the dropped table's metadata file while the purge runs (an undrop racing it) "
-                   "loses every file; catalog writes that adopt files (register, create at a "
-                   "location) should wait for a running purge, or the purge re-check the live "
-                   "roots before each delete")
-def test_a_table_registered_while_a_purge_runs_keeps_its_files(
+def test_a_table_registered_while_a_purge_runs_never_lands_on_deleted_files(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An undrop racing the purge (registered from the dropped table's metadata file once the
+    purge has learned the live tables) waits for the purge, then finds its metadata file gone
+    and is refused: no table is left naming deleted files."""
     catalog = purge_catalog(tmp_path)
     rows = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
     dropped = catalog.create_table(("demo", "t"), schema=rows.schema)
     dropped.append(rows)
     current = catalog.load_table(("demo", "t")).metadata_location
     learn = purge_module.protected_places
+    outcome: list[BaseException | None] = []
+
+    def undrop() -> None:
+        try:
+            store.register_table(catalog, ("demo", "undropped"), current, False)
+            outcome.append(None)
+        except BaseException as exc:  # the outcome is what is asserted
+            outcome.append(exc)
+
+    racer = threading.Thread(target=undrop)
 
     def then_an_undrop(*args: Any) -> frozenset[tuple[str, ...]] | None:
-        protected = learn(*args)
-        store.register_table(catalog, ("demo", "undropped"), current, False)
-        return protected
+        racer.start()
+        return learn(*args)
     monkeypatch.setattr(purge_module, "protected_places", then_an_undrop)
 
     purge_table(catalog, ("demo", "t"))
+    racer.join(timeout=60)
 
+    assert not racer.is_alive()
+    [refused] = outcome
+    assert isinstance(refused, BadRequest), refused
+    assert not catalog.table_exists(("demo", "undropped"))
+
+
+def test_a_table_registered_before_a_purge_keeps_its_files(tmp_path: Path) -> None:
+    catalog = purge_catalog(tmp_path)
+    rows = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
+    dropped = catalog.create_table(("demo", "t"), schema=rows.schema)
+    dropped.append(rows)
+    store.register_table(catalog, ("demo", "undropped"),
+                         catalog.load_table(("demo", "t")).metadata_location, False)
+    purge_table(catalog, ("demo", "t"))
     assert catalog.load_table(("demo", "undropped")).scan().to_arrow().num_rows == 3
 
 
