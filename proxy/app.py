@@ -160,7 +160,7 @@ def _gate(settings: Settings, authenticator: Authenticator, authorizer: PolicyAu
     """The one authorizer seam every governed request passes."""
     return Gate(
         authenticator, authorizer, offers,
-        CatalogNames(settings.catalog_name, settings.catalogs),
+        CatalogNames(settings.catalog_name, settings.catalogs, settings.name_case == "lower"),
         ChangeClassifier(forwarder.fetch, forwarder.post_json, settings.commit_limits,
                          settings.file_io),
         settings.commit_limits.max_table_changes, views, NamespacePaths(forwarder.fetch),

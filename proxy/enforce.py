@@ -59,9 +59,11 @@ class CatalogNames:
     """Which catalog a ``{prefix}`` selects: the documented mapping, else the default catalog
     for no prefix and for the prefix the backing itself advertises; anything else is 404."""
 
-    def __init__(self, default: str, mapping: dict[str, str]) -> None:
+    def __init__(self, default: str, mapping: dict[str, str], lower_case: bool = False) -> None:
         self._default = default
         self._mapping = dict(mapping)
+        self.lower_case = lower_case
+        """The backing folds names to lower case (``Settings.name_case``)."""
 
     def resolve(self, prefix: str | None, offer: Offer) -> str:
         if prefix is None:
@@ -129,7 +131,8 @@ class Gate:
         catalog = self._catalogs.resolve(inbound.route.prefix, offer)
         if endpoint.name not in SELF_SERVED and not offer.serves(endpoint.spec):
             raise NotFound(f"{endpoint.spec} is not offered by this catalog")
-        intent = intent_of(inbound, Names(catalog, self._max_table_changes))
+        intent = intent_of(inbound, Names(catalog, self._max_table_changes,
+                                                 self._catalogs.lower_case))
         record.resources = tuple(str(r) for r in _resources(intent))
         if intent.commit:
             self._admit_commit_coarse(principal, intent, record)

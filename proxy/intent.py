@@ -20,7 +20,7 @@ from proxy.errors import BadRequest, PayloadTooLarge
 from proxy.governance import TABLE_ACTIONS, Action
 from proxy.inbound import InboundRequest
 from proxy.locations import LOCATION_PROPERTIES, NAMESPACE_LOCATION
-from proxy.resources import Resource, validate_name, validate_namespace
+from proxy.resources import Resource, refuse_other_cases, validate_name, validate_namespace
 from proxy.routes import ENDPOINTS, NAMESPACE_SEPARATOR
 
 
@@ -67,12 +67,20 @@ class Names:
 
     catalog: str
     max_table_changes: int = 100
+    lower_case: bool = False
+    """The backing folds names to lower case: only names already in lower case are taken."""
 
     def namespace(self, levels: object, what: str = "namespace") -> Resource:
-        return Resource(self.catalog, validate_namespace(levels, what))
+        return self._checked(Resource(self.catalog, validate_namespace(levels, what)))
 
     def table(self, levels: object, name: object, what: str = "table name") -> Resource:
-        return Resource(self.catalog, validate_namespace(levels), validate_name(name, what))
+        return self._checked(Resource(self.catalog, validate_namespace(levels),
+                                      validate_name(name, what)))
+
+    def _checked(self, resource: Resource) -> Resource:
+        if self.lower_case:
+            refuse_other_cases(resource)
+        return resource
 
 
 IntentFn = Callable[[InboundRequest, Names], Intent]

@@ -63,6 +63,17 @@ def is_plain_name(value: str) -> bool:
     return format_segment(value) == value
 
 
+def refuse_other_cases(resource: Resource) -> None:
+    """400 for a name that a backing folding names to lower case would resolve to another
+    spelling (any character lower-casing or case-folding changes: ``SALARIES``, the Kelvin
+    sign, ``ß``): the policy is matched against the name the backing resolves, never another
+    spelling of it."""
+    for segment in resource.parts[1:]:
+        if segment != segment.lower() or segment != segment.casefold():
+            raise BadRequest(f"invalid name {segment!r}: this catalog's names are lower case "
+                             f"(name_case: lower); write {segment.casefold()!r}")
+
+
 def validate_namespace(levels: object, what: str = "namespace") -> tuple[str, ...]:
     """A non-empty list of valid level names, as a tuple; else 400."""
     if not isinstance(levels, list | tuple) or not levels:

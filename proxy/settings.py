@@ -114,6 +114,13 @@ class Settings(BaseSettings):
         description="URL {prefix} -> catalog name (the first segment of policy resources). "
                     "Requests without a prefix, and with the prefix the backing catalog's "
                     "/v1/config advertises, belong to catalog_name; any other prefix is 404.")
+    name_case: Literal["exact", "lower"] = Field(
+        default="exact",
+        description="How the backing resolves names. exact: as sent (Iceberg's REST and JDBC "
+                    "catalogs, the embedded one). lower: it folds them to lower case (Hive, "
+                    "Glue and others): a namespace, table or view name that lower-casing or "
+                    "case-folding changes is 400, so every name the policy is matched against "
+                    "is the one the backing resolves.")
     endpoints_refresh_seconds: float = Field(
         default=300.0, gt=0,
         description="How often the backing catalog's advertised endpoints are re-read.")

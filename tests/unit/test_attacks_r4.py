@@ -19,6 +19,7 @@ from starlette.testclient import TestClient
 from proxy.app import create_app
 from proxy.governance import Action
 from tests.support.commit_capture import Crafter
+from tests.support.errors import assert_error_model
 from tests.support.http import wait_for
 from tests.support.settings import settings_for_tests
 from tests.support.upstream import ALL_ENDPOINTS, Upstream, client_for, icegov_token
@@ -106,20 +107,47 @@ def test_the_denied_table_under_its_own_name_is_hidden(
     assert backing.paths == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "policy names are case-sensitive (policies/README.md) and icegov forwards a request for "
-    "sales.SALARIES unchanged: behind a backing that folds case (Hive, Glue, Unity, Snowflake-"
-    "style catalogs) a deny on icegov.sales.salaries is bypassed by any other spelling, under "
-    "an allow on icegov.sales.*. proxy/intent.py Names.table / proxy/resources.py build "
-    "resources from the raw spelling. Fix: a setting (e.g. `names: case-insensitive`) that "
-    "folds every resource (and policy pattern) before matching, or refuses a name that is not "
-    "in the backing's canonical case"))
+@pytest.fixture()
+def folded_lower(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str], FoldingBacking]]:
+    """The folding backing, with icegov told so (``name_case: lower``)."""
+    policy = tmp_path / "policy.csv"
+    policy.write_text(FOLD_POLICY)
+    backing = FoldingBacking()
+    upstream = Upstream(backing, config={"defaults": {}, "overrides": {},
+                                         "endpoints": ALL_ENDPOINTS})
+    with client_for(upstream, tmp_path, policy={"policy_path": policy},
+                    name_case="lower") as client:
+        yield client, {"authorization": f"Bearer {icegov_token(client, ANALYST)}"}, backing
+
+
+@pytest.mark.parametrize("spelling", [
+    "/v1/namespaces/sales/tables/SALARIES", "/v1/namespaces/SALES/tables/salaries",
+    "/v1/namespaces/sales/tables/Salaries", "/v1/namespaces/sales/tables/salaries%E2%84%AA",
+    "/v1/namespaces/sales/tables/stra%C3%9Fe"])
 def test_another_spelling_of_a_denied_table_is_refused_too(
-        folded: tuple[TestClient, dict[str, str], FoldingBacking]) -> None:
-    client, analyst, backing = folded
-    answer = client.get("/v1/namespaces/sales/tables/SALARIES", headers=analyst)
-    assert answer.status_code in (403, 404)
+        folded_lower: tuple[TestClient, dict[str, str], FoldingBacking], spelling: str) -> None:
+    client, analyst, backing = folded_lower
+    answer = client.get(spelling, headers=analyst)
+    assert_error_model(answer, 400)
     assert backing.paths == []
+
+
+def test_other_spellings_in_a_body_are_refused_too(
+        folded_lower: tuple[TestClient, dict[str, str], FoldingBacking]) -> None:
+    client, analyst, backing = folded_lower
+    renamed = client.post("/v1/tables/rename", headers=analyst, json={
+        "source": {"namespace": ["sales"], "name": "other"},
+        "destination": {"namespace": ["sales"], "name": "SALARIES"}})
+    assert_error_model(renamed, 400)
+    assert backing.paths == []
+
+
+def test_lower_case_names_are_served_as_before(
+        folded_lower: tuple[TestClient, dict[str, str], FoldingBacking]) -> None:
+    client, analyst, _ = folded_lower
+    assert client.get("/v1/namespaces/sales/tables/salaries", headers=analyst).status_code == 404
+    admin = {"authorization": f"Bearer {icegov_token(client, 'admin:admin-secret')}"}
+    assert client.get("/v1/namespaces/sales/tables/salaries", headers=admin).status_code == 200
 
 
 # -- path parameters a JAX-RS backing strips ------------------------------------------------------
