@@ -124,7 +124,7 @@ class Gate:
             record.decision = "public"
             return Coarse(inbound, Admission(None, Intent(public=True), ""))
         record.decision = "unauthenticated"
-        principal = self._authenticator.authenticate(inbound.headers)
+        principal = await self._authenticator.authenticate_async(inbound.headers)
         record.principal = principal
         record.decision = "refused"
         offer = await self._offers.current(inbound.headers)

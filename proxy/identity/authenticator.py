@@ -19,10 +19,12 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 import jwt
+from anyio import to_thread
 
 from proxy.errors import NotAuthorized
 from proxy.governance import Principal
 from proxy.identity.errors import TokenRejected
+from proxy.identity.jwks import KeysStale
 from proxy.identity.oidc import OidcTokens
 from proxy.identity.store import PrincipalStore
 from proxy.identity.tokens import ALGORITHM, IcegovTokens, VerifiedToken
@@ -47,7 +49,30 @@ class Authenticator:
         self._leeway = leeway_seconds
 
     def authenticate(self, headers: Headers) -> Principal:
-        """The caller's principal, or ``NotAuthorized`` (401) saying what is wrong."""
+        """The caller's principal, or ``NotAuthorized`` (401) saying what is wrong; fetches
+        the OIDC issuer's keys in this thread when they are due."""
+        try:
+            return self._authenticate(headers)
+        except KeysStale as stale:
+            stale.refresh()
+        return self._after_refresh(headers)
+
+    async def authenticate_async(self, headers: Headers) -> Principal:
+        """``authenticate`` for the event loop: keys that are due are fetched in a worker
+        thread, so a slow issuer (or tokens naming made-up keys) never stalls other requests."""
+        try:
+            return self._authenticate(headers)
+        except KeysStale as stale:
+            await to_thread.run_sync(stale.refresh)
+        return self._after_refresh(headers)
+
+    def _after_refresh(self, headers: Headers) -> Principal:
+        try:
+            return self._authenticate(headers)
+        except KeysStale:  # refreshed an instant ago and due again: the issuer is not usable
+            raise NotAuthorized("bearer token signing keys are unavailable") from None
+
+    def _authenticate(self, headers: Headers) -> Principal:
         token = bearer_token(headers)
         if token is None:
             if self._anonymous is not None:
@@ -64,8 +89,15 @@ class Authenticator:
         return self._current(principal)
 
     def _current(self, principal: Principal) -> Principal:
-        """An icegov token's principal as the principals file says now (401 once removed)."""
-        if principal.source != "token" or self._principals is None:
+        """An icegov token's principal as the principals file says now (401 once removed);
+        an OIDC token naming a principal of that file is 401: the issuer's names and icegov's
+        share the policy's subjects, so an issuer user called ``admin`` is never icegov's."""
+        if self._principals is None or principal.source == "anonymous":
+            return principal
+        if principal.source == "oidc":
+            if self._principals.principal(principal.name) is not None:
+                raise NotAuthorized("bearer token names a principal of icegov's own; the "
+                                    "issuer's users must have other names")
             return principal
         current = self._principals.principal(principal.name)
         if current is None:

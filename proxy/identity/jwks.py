@@ -3,13 +3,16 @@
 A file is read at start-up. A URL is fetched on first use (or ``prefetch``), again after
 ``cache_seconds``, and when a token names an unknown ``kid`` — but at most once per
 ``MIN_REFETCH_SECONDS``, so tokens with made-up key ids cannot hammer the issuer. A failed fetch
-keeps the keys already known. Fetches are synchronous and short (``timeout``): they happen only
-every few minutes, and verified tokens are cached by the authenticator.
+keeps the keys already known. ``key_for`` never fetches: when it would have to, it raises
+``KeysStale``, whose ``refresh`` the caller runs where blocking is harmless (the authenticator:
+in a worker thread, never on the event loop) before asking again; refreshes are serialized, and
+one that finds the keys already refreshed fetches nothing.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -45,6 +48,20 @@ def parse_jwks(data: bytes | str) -> list[dict[str, Any]]:
     return [k for k in document["keys"] if isinstance(k, dict) and k.get("use", "sig") == "sig"]
 
 
+class KeysStale(Exception):
+    """The keys must be fetched before this token can be checked: run ``refresh`` (blocking),
+    then ask again."""
+
+    def __init__(self, keys: JwksKeys, kid: str | None) -> None:
+        super().__init__("the issuer's keys must be fetched first")
+        self._keys = keys
+        self._kid = kid
+
+    def refresh(self) -> None:
+        """Fetch the keys, unless another refresh made that unnecessary meanwhile."""
+        self._keys.refresh_for(self._kid)
+
+
 class JwksKeys:
     """Finds the public key that should have signed a token, by ``kid`` and algorithm."""
 
@@ -64,6 +81,7 @@ class JwksKeys:
         self._loaded_at = float("-inf")
         self._attempted_at = float("-inf")
         self._parsed: dict[tuple[str | None, str], jwt.PyJWK] = {}
+        self._refreshing = threading.Lock()
         if file is not None:
             self._jwks = _read_file(file)
 
@@ -73,16 +91,28 @@ class JwksKeys:
             self._refresh()
 
     def key_for(self, kid: str | None, algorithm: str) -> jwt.PyJWK:
-        """The key for a token's ``kid`` and ``alg`` header, or ``TokenRejected``."""
-        if self._url is not None and self._clock() - self._loaded_at > self._cache_seconds:
-            self._refresh()
+        """The key for a token's ``kid`` and ``alg`` header, ``TokenRejected``, or
+        ``KeysStale`` when the keys must be fetched first."""
+        if self._due(kid):
+            raise KeysStale(self, kid)
         data = self._find(kid)
-        if data is None and self._url is not None and self._may_refetch():
-            self._refresh()
-            data = self._find(kid)
         if data is None:
             raise TokenRejected("token signing key is not one of the issuer's keys")
         return self._parse(kid, algorithm, data)
+
+    def refresh_for(self, kid: str | None) -> None:
+        """Fetch the URL's keys if a token naming ``kid`` still needs them (blocking)."""
+        with self._refreshing:
+            if self._due(kid):
+                self._refresh()
+
+    def _due(self, kid: str | None) -> bool:
+        """Whether the keys must be fetched before a token naming ``kid`` is checked."""
+        if self._url is None:
+            return False
+        if self._clock() - self._loaded_at > self._cache_seconds:
+            return True
+        return self._find(kid) is None and self._may_refetch()
 
     def _find(self, kid: str | None) -> dict[str, Any] | None:
         if kid is None:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
@@ -310,6 +313,20 @@ def test_icegov_tokens_still_work_with_oidc_enabled(jwks_file: Path, tmp_path: P
     assert authenticator.authenticate(bearer(token)) == Principal("writer", ("writer",))
 
 
+def test_an_issuer_user_named_like_a_local_principal_is_refused(
+        jwks_file: Path, tmp_path: Path, rsa_key: rsa.RSAPrivateKey) -> None:
+    """An issuer whose users pick their names (``preferred_username``) cannot mint ``admin``."""
+    principals = tmp_path / "principals.yaml"
+    principals.write_text(entry_yaml(new_entry("admin", ["admin"], "s")).join(
+        ["principals:\n", ""]))
+    authenticator = oidc_authenticator(jwks_file, principals_file=principals,
+                                       oidc_name_claim="preferred_username")
+    posing = bearer(idp_token(rsa_key, preferred_username="admin"))
+    assert "icegov's own" in refused(authenticator, posing)
+    assert "icegov's own" in refused(authenticator, posing)  # cached tokens too
+    assert authenticator.authenticate(bearer(idp_token(rsa_key))).name == "alice@example.test"
+
+
 def test_icegov_tokens_name_no_one_without_a_principals_file(jwks_file: Path) -> None:
     token = icegov_tokens().issue(WRITER).token
     assert "no longer exists" in refused(oidc_authenticator(jwks_file), bearer(token))
@@ -381,3 +398,48 @@ def test_failed_jwks_fetch_keeps_the_known_keys(rsa_key: rsa.RSAPrivateKey) -> N
     idp.document = {"keys": "broken"}
     now[0] += 301
     assert authenticator.authenticate(bearer(idp_token(rsa_key, jti="2"))).name == "alice"
+
+
+class SlowIdp(FakeIdp):
+    """An issuer whose JWKS answer comes only once ``answer`` is set (or never)."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        super().__init__(document)
+        self.answer = threading.Event()
+
+    def __call__(self, url: str, timeout: float) -> bytes:
+        if not self.answer.wait(timeout=10):
+            raise httpx.ConnectTimeout("the issuer did not answer")
+        return super().__call__(url, timeout)
+
+
+def test_a_key_fetch_never_stalls_the_event_loop(rsa_key: rsa.RSAPrivateKey) -> None:
+    """While the issuer is slow to answer, other requests go on: the loop lets the answer in."""
+    idp, now = SlowIdp(jwks_document(rsa_key)), [0.0]
+    authenticator = url_authenticator(idp, now)
+
+    async def meanwhile() -> str:
+        await asyncio.sleep(0)  # the authentication below has started and is waiting
+        idp.answer.set()  # runs only if the loop is free while the keys are fetched
+        return "ran"
+
+    async def both() -> list[Any]:
+        return list(await asyncio.gather(
+            authenticator.authenticate_async(bearer(idp_token(rsa_key))), meanwhile()))
+
+    principal, other = asyncio.run(both())
+    assert principal.name == "alice" and other == "ran" and idp.fetches == 1
+
+
+def test_concurrent_stale_authentications_fetch_the_keys_once(
+        rsa_key: rsa.RSAPrivateKey) -> None:
+    idp, now = FakeIdp(jwks_document(rsa_key)), [0.0]
+    authenticator = url_authenticator(idp, now)
+
+    async def many() -> list[Principal]:
+        return list(await asyncio.gather(*(
+            authenticator.authenticate_async(bearer(idp_token(rsa_key, jti=str(n))))
+            for n in range(8))))
+
+    assert {p.name for p in asyncio.run(many())} == {"alice"}
+    assert idp.fetches == 1
