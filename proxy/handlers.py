@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -16,26 +19,44 @@ async def healthz(_: Request) -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
+READY_CHECK_SECONDS = 1.0
+"""How long one look at the backing answers ``/readyz`` for: probes from anyone, however
+many, cost the backing at most one request a second."""
+
+
 class BackingHandlers:
-    """Handlers that need the backing catalog: readiness and ``GET /v1/config``."""
+    """Handlers that need the backing catalog: readiness."""
 
     def __init__(self, forwarder: Forwarder, authorizer: PolicyAuthorizer) -> None:
         self._forwarder = forwarder
         self._authorizer = authorizer
+        self._looking = asyncio.Lock()
+        self._looked_at = float("-inf")
+        self._unavailable: BackingUnavailable | None = None
 
     async def readyz(self, _: Request) -> JSONResponse:
-        """Ready when the backing catalog answers its config endpoint without a server error.
+        """Ready when the backing catalog answers its config endpoint without a server error
+        (asked at most once per ``READY_CHECK_SECONDS``; callers meanwhile share the answer).
 
         Anyone may ask, so the answer says only ``status``, the policy ``generation`` in force
         and whether the files on disk failed to load (``policy_error``) — never their paths,
         contents or the error text (those are in the log and ``icegov policy check``).
         """
-        try:
-            response = await self._forwarder.fetch(CONFIG_PATH, b"", ())
-        except IcebergError as exc:
-            raise BackingUnavailable("backing catalog not reachable") from exc
-        if response.status_code >= 500:
-            raise BackingUnavailable(f"backing catalog answered {response.status_code}")
+        async with self._looking:
+            if time.monotonic() - self._looked_at >= READY_CHECK_SECONDS:
+                self._unavailable = await self._look()
+                self._looked_at = time.monotonic()
+        if self._unavailable is not None:
+            raise self._unavailable
         status = self._authorizer.status
         return JSONResponse({"status": "ready", "generation": status.generation,
                              "policy_error": status.last_error is not None})
+
+    async def _look(self) -> BackingUnavailable | None:
+        try:
+            response = await self._forwarder.fetch(CONFIG_PATH, b"", ())
+        except IcebergError:
+            return BackingUnavailable("backing catalog not reachable")
+        if response.status_code >= 500:
+            return BackingUnavailable(f"backing catalog answered {response.status_code}")
+        return None

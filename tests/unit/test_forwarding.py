@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from unittest.mock import patch
 
 import httpx
 import pytest
@@ -225,6 +226,28 @@ def test_health_and_readiness() -> None:
         assert client.get("/readyz").json()["status"] == "ready"
     with client_for(Upstream(_raise(httpx.ConnectError("down")), config=False)) as client:
         assert_error_model(client.get("/readyz"), 503, "ServiceUnavailableException")
+
+
+def test_readiness_probes_share_one_look_at_the_backing() -> None:
+    """Anyone may probe /readyz: a flood of probes costs the backing one config request a
+    second, and a backing that goes down shows within that second."""
+    down = [False]
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if down[0]:
+            raise httpx.ConnectError("down")
+        return httpx.Response(200, json={"defaults": {}, "overrides": {}})
+
+    upstream = Upstream(answer, config=False)  # config requests are recorded in ``seen``
+    with client_for(upstream) as client:
+        with patch("proxy.handlers.READY_CHECK_SECONDS", 3600.0):
+            assert all(client.get("/readyz").status_code == 200 for _ in range(20))
+            assert len(upstream.seen) == 1
+            down[0] = True
+            assert client.get("/readyz").status_code == 200  # the last look still stands
+        with patch("proxy.handlers.READY_CHECK_SECONDS", 0.0):
+            assert_error_model(client.get("/readyz"), 503, "ServiceUnavailableException")
+        assert len(upstream.seen) == 2
 
 
 def test_every_response_carries_a_request_id() -> None:
