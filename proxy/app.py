@@ -152,7 +152,8 @@ def _forwarder(settings: Settings, backing: Backing, metrics: Metrics) -> Forwar
     timeout = settings.timeouts.for_httpx()
     auth = backing_auth_from_settings(settings, backing.transport, backing.base_url, timeout)
     return Forwarder(backing.transport, backing.base_url, auth, timeout,
-                     metrics.observe_backing, answer_deadline=settings.timeouts.answer)
+                     metrics.observe_backing, answer_deadline=settings.timeouts.answer,
+                     forward_headers=settings.forward_headers)
 
 
 def _gate(settings: Settings, authenticator: Authenticator, authorizer: PolicyAuthorizer,

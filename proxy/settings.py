@@ -66,6 +66,9 @@ class Timeouts(BaseModel):
                              pool=self.pool)
 
 
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
 class Settings(BaseSettings):
     """Everything icegov reads at start-up. Environment: ``ICEGOV__<FIELD>`` (nested: ``__``)."""
 
@@ -107,6 +110,12 @@ class Settings(BaseSettings):
     max_body_bytes: int = 16 * 1024 * 1024
     timeouts: Timeouts = Field(default_factory=Timeouts)
     max_connections: int = 100
+    forward_headers: list[str] = Field(
+        default_factory=list,
+        description="Caller headers passed on to the backing besides the Iceberg protocol's "
+                    "own (proxy.backing.forward.FORWARDED_HEADERS), e.g. x-amz-date for a "
+                    "backing that checks the caller's SigV4 signature. Every other header stops "
+                    "at icegov.")
     catalog_name: str = Field(
         default="icegov", description="First segment of every policy resource path.")
     catalogs: dict[str, str] = Field(
@@ -140,6 +149,14 @@ class Settings(BaseSettings):
                 raise ValueError(f"catalog name {name!r} is not a plain name (policy resources "
                                  "start with it)")
         return self
+
+    @field_validator("forward_headers")
+    @classmethod
+    def _header_names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not _HEADER_NAME.fullmatch(name):
+                raise ValueError(f"forward_headers: {name!r} is not a header name")
+        return [name.lower() for name in names]
 
     @field_validator("file_io")
     @classmethod

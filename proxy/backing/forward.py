@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 import zlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 
 import httpx
 import structlog
@@ -52,17 +52,34 @@ HOP_BY_HOP = frozenset({
 })
 
 
+FORWARDED_HEADERS = frozenset({
+    # the Iceberg REST protocol's own, as Iceberg's Java client and PyIceberg send them
+    b"accept", b"accept-encoding", b"accept-language", b"content-type", b"content-encoding",
+    b"user-agent", b"x-client-version", b"x-client-git-commit-short",
+    b"x-iceberg-access-delegation", b"if-none-match", b"if-match", b"authorization",
+    # request tracing
+    b"x-request-id", b"traceparent", b"tracestate", b"baggage",
+})
+"""Caller headers that reach the backing (``Settings.forward_headers`` adds others): nothing
+else does. A header a backing or a gateway in front of it trusts — a session ``cookie``, a
+realm or tenant selector, ``x-forwarded-user`` from an auth proxy — would otherwise let a caller
+act there as someone, or somewhere, icegov never decided on."""
+
+
 class Forwarder:
     """Sends inbound requests to the backing catalog and streams the answers back."""
 
     def __init__(
         self, transport: httpx.AsyncBaseTransport, base_url: str, auth: BackingAuth,
         timeout: httpx.Timeout, observe: Callable[[str, float], None] | None = None,
-        answer_deadline: float = 120.0,
+        answer_deadline: float = 120.0, forward_headers: Iterable[str] = (),
     ) -> None:
         """``observe(method, seconds)``: told how long each backing request took to answer;
         ``answer_deadline``: seconds an answer icegov reads whole may take, first byte to last
-        (each read is also bounded by the timeout's ``read``)."""
+        (each read is also bounded by the timeout's ``read``); ``forward_headers``: caller
+        headers to pass on besides ``FORWARDED_HEADERS`` (never a hop-by-hop one)."""
+        self._passed = (FORWARDED_HEADERS | {h.lower().encode("latin-1")
+                                             for h in forward_headers}) - HOP_BY_HOP
         self._observe = observe
         self._answer_deadline = answer_deadline
         self._transport = transport
@@ -200,9 +217,10 @@ class Forwarder:
     ) -> list[tuple[bytes, bytes]]:
         own = await self._auth.authorization()
         drop_auth = own is not None or self._auth.replaces_caller_credentials
+        passed = self._passed
         headers = [
             (k, v) for k, v in caller_headers
-            if k.lower() not in HOP_BY_HOP and not (drop_auth and k.lower() == b"authorization")
+            if k.lower() in passed and not (drop_auth and k.lower() == b"authorization")
         ]
         if own is not None:
             headers.append((b"authorization", own.encode("latin-1")))
