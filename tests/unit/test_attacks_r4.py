@@ -88,15 +88,23 @@ class FoldingBacking:
                                                    "NoSuchTableException", "code": 404}})
 
 
-@pytest.fixture()
-def folded(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str], FoldingBacking]]:
+Folded = tuple[TestClient, dict[str, str], FoldingBacking]
+
+
+def folding_world(tmp_path: Path, **settings: Any) -> Iterator[Folded]:
+    """icegov in front of the folding backing; the analyst's headers."""
     policy = tmp_path / "policy.csv"
     policy.write_text(FOLD_POLICY)
     backing = FoldingBacking()
     upstream = Upstream(backing, config={"defaults": {}, "overrides": {},
                                          "endpoints": ALL_ENDPOINTS})
-    with client_for(upstream, tmp_path, policy={"policy_path": policy}) as client:
+    with client_for(upstream, tmp_path, policy={"policy_path": policy}, **settings) as client:
         yield client, {"authorization": f"Bearer {icegov_token(client, ANALYST)}"}, backing
+
+
+@pytest.fixture()
+def folded(tmp_path: Path) -> Iterator[Folded]:
+    yield from folding_world(tmp_path)
 
 
 def test_the_denied_table_under_its_own_name_is_hidden(
@@ -108,16 +116,9 @@ def test_the_denied_table_under_its_own_name_is_hidden(
 
 
 @pytest.fixture()
-def folded_lower(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str], FoldingBacking]]:
+def folded_lower(tmp_path: Path) -> Iterator[Folded]:
     """The folding backing, with icegov told so (``name_case: lower``)."""
-    policy = tmp_path / "policy.csv"
-    policy.write_text(FOLD_POLICY)
-    backing = FoldingBacking()
-    upstream = Upstream(backing, config={"defaults": {}, "overrides": {},
-                                         "endpoints": ALL_ENDPOINTS})
-    with client_for(upstream, tmp_path, policy={"policy_path": policy},
-                    name_case="lower") as client:
-        yield client, {"authorization": f"Bearer {icegov_token(client, ANALYST)}"}, backing
+    yield from folding_world(tmp_path, name_case="lower")
 
 
 @pytest.mark.parametrize("spelling", [
