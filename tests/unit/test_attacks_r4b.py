@@ -13,7 +13,6 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pyarrow as pa
@@ -28,7 +27,7 @@ from proxy.audit import AuditSettings
 from proxy.audit.files import rotated_files
 from proxy.audit.verify import Broken, Intact, verify
 from proxy.catalog import create_catalog_app, store
-from proxy.catalog import purge as purge_module
+from proxy.catalog.holdings import Held, LiveHoldings
 from proxy.catalog.purge import purge_table
 from proxy.cli import main
 from proxy.errors import BadRequest
@@ -486,37 +485,60 @@ def test_long_and_non_ascii_keys_are_400_and_never_forwarded(tmp_path: Path,
     assert upstream.seen == []
 
 
-def test_a_table_registered_while_a_purge_runs_never_lands_on_deleted_files(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An undrop racing the purge (registered from the dropped table's metadata file once the
-    purge has learned the live tables) waits for the purge, then finds its metadata file gone
-    and is refused: no table is left naming deleted files."""
+def purge_racing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, look: int,
+                 race: Callable[[SqlCatalog, str], None]) -> SqlCatalog:
+    """Purge ``demo.t`` (three rows), running ``race(catalog, its metadata file)`` as the purge
+    takes its ``look``-th look at what the live tables hold (1: while writes go on; 2: alone
+    under the adoption lock)."""
     catalog = purge_catalog(tmp_path)
     rows = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
-    dropped = catalog.create_table(("demo", "t"), schema=rows.schema)
-    dropped.append(rows)
+    catalog.create_table(("demo", "t"), schema=rows.schema).append(rows)
     current = catalog.load_table(("demo", "t")).metadata_location
-    learn = purge_module.protected_places
-    outcome: list[BaseException | None] = []
+    learn = LiveHoldings.learn
+    looks = [0]
 
-    def undrop() -> None:
-        try:
-            store.register_table(catalog, ("demo", "undropped"), current, False)
-            outcome.append(None)
-        except BaseException as exc:  # the outcome is what is asserted
-            outcome.append(exc)
-
-    racer = threading.Thread(target=undrop)
-
-    def then_an_undrop(*args: Any) -> frozenset[tuple[str, ...]] | None:
-        racer.start()
-        return learn(*args)
-    monkeypatch.setattr(purge_module, "protected_places", then_an_undrop)
-
+    def racing(self: LiveHoldings) -> Held | None:
+        looks[0] += 1
+        if looks[0] == look:
+            race(catalog, current)
+        return learn(self)
+    monkeypatch.setattr(LiveHoldings, "learn", racing)
     purge_table(catalog, ("demo", "t"))
-    racer.join(timeout=60)
+    assert looks[0] == 2
+    return catalog
 
-    assert not racer.is_alive()
+
+def undrop(catalog: SqlCatalog, location: str) -> None:
+    store.register_table(catalog, ("demo", "undropped"), location, False)
+
+
+def test_a_table_registered_while_a_purge_learns_keeps_its_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An undrop that lands after the purge's first look is seen by its last one."""
+    catalog = purge_racing(tmp_path, monkeypatch, 1, undrop)
+    assert catalog.load_table(("demo", "undropped")).scan().to_arrow().num_rows == 3
+
+
+def test_a_table_registered_while_a_purge_deletes_never_lands_on_deleted_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An undrop racing the purge's last look and deletes waits for the purge, then finds its
+    metadata file gone and is refused: no table is left naming deleted files."""
+    outcome: list[BaseException | None] = []
+    racers: list[threading.Thread] = []
+
+    def undrop_aside(catalog: SqlCatalog, location: str) -> None:
+        def run() -> None:
+            try:
+                undrop(catalog, location)
+                outcome.append(None)
+            except BaseException as exc:  # the outcome is what is asserted
+                outcome.append(exc)
+        racers.append(threading.Thread(target=run))
+        racers[0].start()
+
+    catalog = purge_racing(tmp_path, monkeypatch, 2, undrop_aside)
+    racers[0].join(timeout=60)
+    assert not racers[0].is_alive()
     [refused] = outcome
     assert isinstance(refused, BadRequest), refused
     assert not catalog.table_exists(("demo", "undropped"))
