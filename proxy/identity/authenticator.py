@@ -90,14 +90,15 @@ class Authenticator:
 
     def _current(self, principal: Principal) -> Principal:
         """An icegov token's principal as the principals file says now (401 once removed);
-        an OIDC token naming a principal of that file is 401: the issuer's names and icegov's
-        share the policy's subjects, so an issuer user called ``admin`` is never icegov's."""
+        an OIDC token naming a principal or role of that file is 401: the issuer's names and
+        icegov's share the policy's subjects, so an issuer user called ``admin`` is never
+        icegov's (the gate refuses the policy's own roles likewise)."""
         if self._principals is None or principal.source == "anonymous":
             return principal
         if principal.source == "oidc":
-            if self._principals.principal(principal.name) is not None:
-                raise NotAuthorized("bearer token names a principal of icegov's own; the "
-                                    "issuer's users must have other names")
+            if self._principals.names(principal.name):
+                raise NotAuthorized("bearer token names a principal or role of icegov's own; "
+                                    "the issuer's users must have other names")
             return principal
         current = self._principals.principal(principal.name)
         if current is None:

@@ -41,11 +41,14 @@ class PrincipalsVersion:
     digest: str | None
     entries: Mapping[str, PrincipalEntry]
     principals: Mapping[str, Principal]
+    names: frozenset[str]
+    """Every principal and every role the file names."""
 
     @classmethod
     def of(cls, digest: str | None, entries: Mapping[str, PrincipalEntry]) -> PrincipalsVersion:
         principals = {name: entry.principal() for name, entry in entries.items()}
-        return cls(digest, dict(entries), principals)
+        names = frozenset(principals).union(*(p.roles for p in principals.values()))
+        return cls(digest, dict(entries), principals, names)
 
 
 class PrincipalStore:
@@ -77,6 +80,11 @@ class PrincipalStore:
         """The principal ``name`` with its roles as the current file says, or None if removed."""
         self._refresh_if_due()
         return self._version.principals.get(name)
+
+    def names(self, name: str) -> bool:
+        """Whether ``name`` is a principal or a role of the current file."""
+        self._refresh_if_due()
+        return name in self._version.names
 
     def __len__(self) -> int:
         return len(self._version.entries)

@@ -142,6 +142,10 @@ class PolicyAuthorizer:
         per policy generation; the table's rules are gathered once for any set of columns."""
         return self._generation.read_view(principal, table, tuple(columns))
 
+    def is_role(self, name: str) -> bool:
+        """Whether the policy in force grants ``name`` as a role (a ``g`` line's role)."""
+        return name in self._generation.policy.index.roles
+
     def restricted_anywhere(self, principal: Principal) -> bool:
         """True when some SELECT deny, mask or row filter applies to the principal anywhere."""
         subjects = decisions.subjects_of(self.policy, principal)

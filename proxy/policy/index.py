@@ -39,6 +39,8 @@ class RuleIndex:
         self._allows = bucketed(rule for rule in rules if rule.allow)  # for can_see
         self._denies = bucketed(rule for rule in rules if not rule.allow)
         self._roles = role_closure(grants)
+        self.roles = frozenset(role for held in self._roles.values() for role in held)
+        """Every role a ``g`` line grants."""
         self.reads = ReadIndex((rule for rule in rules if not rule.allow), restrictions)
         """Column denies, masks and row filters, for read views."""
 
