@@ -102,7 +102,9 @@ def create_app(settings: Settings, backing: Backing | None = None,
     views = ReadViews(authorizer, settings.planning.mask_capable_clients)
     planner = Planner(ManifestCache(settings.planning.manifest_cache_entries),
                       settings.planning.threads)
-    handlers = _governed_handlers(settings, forwarder, authorizer, _Reads(views, planner),
+    answers = TableAnswers(views, authorizer.restricts)
+    handlers = _governed_handlers(settings, forwarder, authorizer,
+                                  _Reads(views, planner, answers),
                                   ConfigHandler(forwarder, offers, iso_duration(
                                       settings.idempotency.lifetime_seconds)
                                       if idempotency is not None else None),
@@ -112,6 +114,7 @@ def create_app(settings: Settings, backing: Backing | None = None,
         RouteTable(), handlers, _forward(forwarder),
         _gate(settings, identity.authenticator, authorizer, offers, forwarder, views), audit,
         settings.max_body_bytes, idempotency=idempotency, metrics=metrics,
+        replayers={"commit_table": answers.replayed, "create_table": answers.replayed},
     )
     readiness = BackingHandlers(forwarder, authorizer)
     return FastLaneApp(
@@ -145,6 +148,7 @@ class _Reads:
 
     views: ReadViews
     planner: Planner
+    answers: TableAnswers
 
 
 def _forwarder(settings: Settings, backing: Backing, metrics: Metrics) -> Forwarder:
@@ -173,7 +177,7 @@ def _governed_handlers(settings: Settings, forwarder: Forwarder, authorizer: Pol
                        token_endpoint: Callable[[InboundRequest], Awaitable[Response]],
                        metrics: Metrics) -> dict[str, GovernedHandler]:
     """Every endpoint icegov owns, by name (checked complete against the route table)."""
-    answers = TableAnswers(reads.views, authorizer.restricts)
+    answers = reads.answers
     commits = CommitHandlers(Committer(forwarder, settings.commit_limits, settings.commit_retry,
                                        metrics, settings.file_io), answers)
     listing = ListingHandlers(forwarder, authorizer, PageTokens(

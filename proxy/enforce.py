@@ -30,7 +30,7 @@ from pyiceberg.table.metadata import TableMetadata
 from proxy.admission import Admission, ClassifiedChange
 from proxy.audit import AuditRecord
 from proxy.backing.offers import BackingOffers, Offer
-from proxy.errors import Forbidden, NoSuchNamespace, NoSuchTable, NotFound
+from proxy.errors import Forbidden, NoSuchNamespace, NoSuchTable, NotAuthorized, NotFound
 from proxy.evidence import ChangeClassifier, discard_built
 from proxy.governance import Action, Authorizer, Decision, Principal
 from proxy.identity import Authenticator
@@ -125,6 +125,9 @@ class Gate:
             return Coarse(inbound, Admission(None, Intent(public=True), ""))
         record.decision = "unauthenticated"
         principal = await self._authenticator.authenticate_async(inbound.headers)
+        if principal.source == "oidc" and self._authorizer.is_role(principal.name):
+            raise NotAuthorized("bearer token names a role of the policy; the issuer's users "
+                                "must have other names")
         record.principal = principal
         record.decision = "refused"
         offer = await self._offers.current(inbound.headers)
@@ -178,13 +181,16 @@ class Gate:
         return Admission(admission.principal, admission.intent, admission.catalog, decisions,
                          tuple(classified))
 
-    def recheck(self, coarse: Coarse, rights: Iterable[tuple[str, str]],
+    def recheck(self, coarse: Coarse, rights: Iterable[tuple[str, str]] | None,
                 record: AuditRecord) -> None:
         """403 unless the caller still holds every (action, resource) right a stored answer
         was given on (a commit's classified actions): a replay answers nothing the same
         request would now be refused. A right naming a resource the request does not name
-        is refused too."""
-        if coarse.principal is None:
+        is refused too. Rights unknown (``None``: an answer kept by an older icegov, for at
+        most the key lifetime after an upgrade) need only the coarse decision already made: that
+        answer was this principal's, and a refusal would tell a client whose commit landed that
+        it failed (and invite it to commit again)."""
+        if coarse.principal is None or rights is None:
             return
         named = {str(r): r for r in _resources(coarse.admission.intent)}
         needs = []

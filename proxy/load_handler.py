@@ -66,6 +66,14 @@ class TableAnswers:
                                                             applies_masks=applies_masks))
         return without_metadata_files(projected, keep_location=keep_location)
 
+    async def replayed(self, response: Response, inbound: InboundRequest,
+                       admission: Admission) -> Response:
+        """A stored answer (a commit's or a create's, which carry the table's metadata) as the
+        principal may see the table now: a rule may have hidden columns since it was kept."""
+        intent = admission.intent
+        table = intent.changes[0].resource if intent.changes else intent.needs[0].resource
+        return await self.project_response(response, inbound, admission, table)
+
     def refuse_hidden_layout(self, principal: Principal, table: Resource, body: Any) -> None:
         """403 before a table is created partitioned or sorted by a column that policy hides
         from its creator (the answer could not be projected: every path holds its values)."""

@@ -37,6 +37,8 @@ from proxy.routes import ENDPOINTS, RouteTable
 log = structlog.get_logger("icegov")
 
 GovernedHandler = Callable[[InboundRequest, Admission], Awaitable[Response]]
+Replayer = Callable[[Response, InboundRequest, Admission], Awaitable[Response]]
+"""Shapes a stored answer for its replay, by endpoint (e.g. projected for a restricted caller)."""
 
 
 class UnhandledEndpoint(RuntimeError):
@@ -56,7 +58,8 @@ class GovernedDispatcher:
     def __init__(self, routes: RouteTable, handlers: Mapping[str, GovernedHandler],
                  forward: GovernedHandler, gate: Gate, audit: AuditLog,
                  max_body_bytes: int, idempotency: Idempotency | None = None,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None,
+                 replayers: Mapping[str, Replayer] | None = None) -> None:
         check_owned_handled(handlers)
         self._routes = routes
         self._handlers = dict(handlers)
@@ -66,6 +69,7 @@ class GovernedDispatcher:
         self._max_body = max_body_bytes
         self._idempotency = idempotency
         self._metrics = metrics
+        self._replayers = dict(replayers or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         record = _record(scope)
@@ -98,7 +102,10 @@ class GovernedDispatcher:
             self._gate.recheck(coarse, keyed.answer.rights, record)
             record.decision = "allow"
             record.replayed = True
-            return keyed.response()
+            replayer = self._replayers.get(inbound.route.endpoint.name)
+            response = keyed.response()
+            return response if replayer is None else await replayer(
+                response, inbound, coarse.admission)
         return await self._claimed(keyed, coarse, record)
 
     async def _decided(self, coarse: Coarse, record: AuditRecord) -> Response:

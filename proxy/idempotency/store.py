@@ -72,8 +72,9 @@ class StoredAnswer:
     status: int
     content_type: str | None
     body: bytes
-    rights: tuple[tuple[str, str], ...] = ()
-    """The (action, resource) rights the answer was given on: a replay needs them still."""
+    rights: tuple[tuple[str, str], ...] | None = ()
+    """The (action, resource) rights the answer was given on: a replay needs them still (None:
+    kept by an older icegov, unknown)."""
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ class IdempotencyStore:
         """Store the final answer of the claim ``token``; False if the claim was lost."""
         values = {"state": DONE, "status": answer.status, "content_type": answer.content_type,
                   "body": answer.body, "expires_at": expires_at,
-                  "rights": json.dumps([list(r) for r in answer.rights])}
+                  "rights": json.dumps([list(r) for r in answer.rights or ()])}
         with self._engine.begin() as conn:
             result = conn.execute(update(_keys).where(
                 _keys.c.key == key, _keys.c.claim == token, _keys.c.state == PENDING,
@@ -193,9 +194,11 @@ def _existing(row: Row[Any]) -> Existing:
     return Existing(str(found["principal"]), str(found["fingerprint"]), answer)
 
 
-def _rights(stored: str | None) -> tuple[tuple[str, str], ...]:
-    """The rights kept with an answer (none for an answer kept by an older icegov)."""
-    return tuple((str(action), str(resource)) for action, resource in json.loads(stored or "[]"))
+def _rights(stored: str | None) -> tuple[tuple[str, str], ...] | None:
+    """The rights kept with an answer (None for an answer kept by an older icegov)."""
+    if stored is None:
+        return None
+    return tuple((str(action), str(resource)) for action, resource in json.loads(stored))
 
 
 class UnsupportedStore(ValueError):

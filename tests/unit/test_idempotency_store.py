@@ -106,7 +106,7 @@ def test_the_rights_an_answer_was_given_on_are_kept_with_it(store: IdempotencySt
 
 
 def test_a_table_kept_by_an_older_icegov_gains_the_rights_column(tmp_path: Path) -> None:
-    """Its answers replay as before (no rights kept); new answers keep theirs."""
+    """Its answers replay with their rights unknown (None); new answers keep theirs."""
     path = tmp_path / "old.db"
     with sqlite3.connect(path) as old:
         old.execute("CREATE TABLE icegov_idempotency (key VARCHAR(36) PRIMARY KEY, principal "
@@ -117,7 +117,7 @@ def test_a_table_kept_by_an_older_icegov_gains_the_rights_column(tmp_path: Path)
         old.execute("INSERT INTO icegov_idempotency VALUES (?, 'token:a', 'f1', 'done', 'c', 200,"
                     " NULL, X'7B7D', 0, ?)", (KEY, LIFETIME))
     store = IdempotencyStore(f"sqlite:///{path}")
-    assert claim(store, 1.0) == Existing("token:a", "f1", StoredAnswer(200, None, b"{}"))
+    assert claim(store, 1.0) == Existing("token:a", "f1", StoredAnswer(200, None, b"{}", None))
     won = store.claim(KEY[:-1] + "0", "token:a", "f", 1.0, LEASE)
     assert isinstance(won, Claimed)
     given = StoredAnswer(204, None, b"", (("DROP_TABLE", "icegov.demo.t"),))
