@@ -23,10 +23,11 @@ from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
 from pyiceberg.io import FileIO
 from pyiceberg.serializers import Compressor
 from pyiceberg.table.metadata import TableMetadataUtil
-from sqlalchemy import make_url, select
+from sqlalchemy import literal, make_url, select
 from sqlalchemy.orm import Session
 
 from proxy.catalog.locations import place_of
+from proxy.catalog.view_store import VIEW_TYPE
 from proxy.locations import LOCATION_PROPERTIES
 
 log = structlog.get_logger(__name__)
@@ -37,10 +38,11 @@ READERS = 8
 
 @dataclass(frozen=True)
 class Held:
-    """What no purge deletes: places (with everything beneath them) and single files."""
+    """What no purge deletes: places (with everything beneath them) and single files (as
+    places too: a file is the same file however a table spells it)."""
 
     places: frozenset[Place]
-    files: frozenset[str]
+    files: frozenset[Place]
 
 
 NOTHING_HELD = Held(frozenset(), frozenset())
@@ -58,12 +60,13 @@ class LiveHoldings:
     def learn(self) -> Held | None:
         """What the live tables and views hold now; None when one of their metadata files,
         manifest lists or manifests cannot be read (what it holds is unknown)."""
-        live = _live_locations(self._catalog)
-        unknown = [location for location in live if location not in self._by_location]
+        live = _live_rows(self._catalog)
+        unknown = [row for row in live if row[0] not in self._by_location]
         with ThreadPoolExecutor(max_workers=READERS) as pool:
-            for location, held in zip(unknown, pool.map(self._held_by, unknown), strict=True):
+            for (location, _), held in zip(unknown, pool.map(self._held_by, unknown),
+                                           strict=True):
                 self._by_location[location] = held
-        holdings = [self._by_location[location] for location in live]
+        holdings = [self._by_location[location] for location, _ in live]
         if any(held is None for held in holdings):
             return None
         places = {place for held in holdings if held is not None for place in held.places}
@@ -73,17 +76,19 @@ class LiveHoldings:
         return Held(frozenset(places),
                     frozenset(f for held in holdings if held is not None for f in held.files))
 
-    def _held_by(self, location: str) -> Held | None:
+    def _held_by(self, row: tuple[str, bool]) -> Held | None:
+        """What the table (or view: the catalog row says which) at ``row`` holds."""
+        location, is_view = row
         try:
             with self._io.new_input(location).open() as stream:
                 raw = Compressor.get_compressor(location).stream_decompressor(stream).read()
-            metadata = json.loads(raw)
-            places = _places(location, metadata)
-            files = {location} if "view-uuid" in metadata else self._named(raw, location)
+            places = _places(location, json.loads(raw))
+            files = {location} if is_view else self._named(raw, location)
         except Exception:  # missing, unreadable or not what it claims
             log.warning("purge.unreadable_live_metadata", location=location)
             return None
-        return Held(places, frozenset(files))
+        named = (place_of(file) for file in files)
+        return Held(places, frozenset(place for place in named if place is not None))
 
     def _named(self, raw: bytes, location: str) -> set[str]:
         metadata = TableMetadataUtil.parse_raw(raw.decode("utf-8"))
@@ -102,11 +107,15 @@ class LiveHoldings:
         return named
 
 
-def _live_locations(catalog: SqlCatalog) -> list[str]:
+def _live_rows(catalog: SqlCatalog) -> list[tuple[str, bool]]:
+    """The metadata file of every table and view the catalog has, and whether it is a view
+    (by the catalog's row, never by what the file says)."""
+    typed = catalog._iceberg_type_filter() is not None  # a v0 catalog has no type (nor views)
+    kind = IcebergTables.iceberg_type if typed else literal(None)
     with Session(catalog.engine) as session:
-        found = session.execute(select(IcebergTables.metadata_location).where(
-            IcebergTables.catalog_name == catalog.name)).scalars().all()
-    return [location for location in found if location]
+        found = session.execute(select(IcebergTables.metadata_location, kind).where(
+            IcebergTables.catalog_name == catalog.name)).all()
+    return [(location, kind == VIEW_TYPE) for location, kind in found if location]
 
 
 def _places(location: str, metadata: Any) -> frozenset[Place]:

@@ -63,7 +63,7 @@ class TableFiles:
     def owns(self, location: str) -> bool:
         """True when ``location`` may be read or deleted as this table's file."""
         place = place_of(location) if self._warehouse.contains(location) else None
-        if place is None or location in self._named:
+        if place is None or place in self._named:
             return False
         above = {place[:depth] for depth in range(1, len(place) + 1)}
         return any(root in above for root in self._roots) and above.isdisjoint(self._others)
