@@ -50,9 +50,12 @@ class NamespacePaths:
 
 
 def _is_table(answer: httpx.Response) -> bool:
-    """Whether ``answer`` loads a table: a 200 carrying a LoadTableResult's ``metadata``."""
-    if answer.status_code != 200:
+    """Whether ``answer`` may be a table's: only a 404, or a 200 that is no LoadTableResult
+    (no ``metadata`` object), says there is none."""
+    if answer.status_code == 404:
         return False
+    if answer.status_code != 200:
+        return True
     try:
         loaded = answer.json()
     except ValueError:

@@ -65,10 +65,13 @@ def is_plain_name(value: str) -> bool:
 
 def refuse_other_cases(resource: Resource) -> None:
     """400 for a name that a backing folding names to lower case would resolve to another
-    spelling (any character lower-casing or case-folding changes: ``SALARIES``, the Kelvin
-    sign, ``ß``): the policy is matched against the name the backing resolves, never another
-    spelling of it."""
+    spelling (leading or trailing white space, which Hive's metastore trims; any character
+    lower-casing or case-folding changes: ``SALARIES``, the Kelvin sign, ``ß``): the policy is
+    matched against the name the backing resolves, never another spelling of it."""
     for segment in resource.parts[1:]:
+        if segment != segment.strip():  # Hive's metastore trims names before it folds them
+            raise BadRequest(f"invalid name {segment!r}: this catalog's names are lower case "
+                             "without leading or trailing spaces (name_case: lower)")
         if segment != segment.lower() or segment != segment.casefold():
             raise BadRequest(f"invalid name {segment!r}: this catalog's names are lower case "
                              f"(name_case: lower); write {segment.casefold()!r}")

@@ -54,16 +54,20 @@ HOP_BY_HOP = frozenset({
 
 FORWARDED_HEADERS = frozenset({
     # the Iceberg REST protocol's own, as Iceberg's Java client and PyIceberg send them
-    b"accept", b"accept-encoding", b"accept-language", b"content-type", b"content-encoding",
+    b"accept", b"accept-encoding", b"accept-language", b"content-type",
     b"user-agent", b"x-client-version", b"x-client-git-commit-short",
     b"x-iceberg-access-delegation", b"if-none-match", b"if-match", b"authorization",
     # request tracing
-    b"x-request-id", b"traceparent", b"tracestate", b"baggage",
+    b"x-request-id", b"traceparent", b"tracestate",
 })
 """Caller headers that reach the backing (``Settings.forward_headers`` adds others): nothing
 else does. A header a backing or a gateway in front of it trusts — a session ``cookie``, a
 realm or tenant selector, ``x-forwarded-user`` from an auth proxy — would otherwise let a caller
-act there as someone, or somewhere, icegov never decided on."""
+act there as someone, or somewhere, icegov never decided on. ``Content-Encoding`` is not among
+them: icegov reads a request body as it is, and so does the backing."""
+CONDITIONAL_HEADERS = frozenset({b"if-none-match", b"if-match"})
+"""Never on icegov's own reads: their answers are what icegov decides with, whole (a 304 would
+say nothing)."""
 
 
 class Forwarder:
@@ -151,14 +155,17 @@ class Forwarder:
     async def fetch(
         self, raw_path: bytes, query_string: bytes, caller_headers: tuple[tuple[bytes, bytes], ...]
     ) -> httpx.Response:
-        """A read-only GET of a backing path with the caller's headers, body read in full."""
-        request = await self._build("GET", raw_path, query_string, caller_headers, b"")
+        """A read-only GET of a backing path with the caller's headers (not conditional ones),
+        body read in full."""
+        request = await self._build("GET", raw_path, query_string,
+                                    _unconditional(caller_headers), b"")
         return await self._whole(request, commit=False)
 
     async def post_json(self, raw_path: bytes, body: bytes,
                         caller_headers: tuple[tuple[bytes, bytes], ...]) -> httpx.Response:
         """An icegov-made POST (e.g. a stage-create probe, which creates nothing), read in full."""
-        headers = tuple(h for h in caller_headers if h[0].lower() != b"content-type")
+        headers = tuple(h for h in _unconditional(caller_headers)
+                        if h[0].lower() != b"content-type")
         request = await self._build("POST", raw_path, b"",
                                     (*headers, (b"content-type", b"application/json")), body)
         return await self._whole(request, commit=False)
@@ -225,6 +232,10 @@ class Forwarder:
         if own is not None:
             headers.append((b"authorization", own.encode("latin-1")))
         return headers
+
+
+def _unconditional(headers: tuple[tuple[bytes, bytes], ...]) -> tuple[tuple[bytes, bytes], ...]:
+    return tuple(h for h in headers if h[0].lower() not in CONDITIONAL_HEADERS)
 
 
 async def _decoded_body(response: httpx.Response) -> bytes:
