@@ -9,7 +9,7 @@ COMMITS_ARGS ?=
 
 serve:  ## set up and run `icegov serve` on the embedded catalog (./warehouse)
 	@bash deploy/setup.sh
-	$(BIN)/icegov serve $(ARGS)
+	@$(BIN)/icegov serve $(ARGS)
 
 test:  ## set up and run lint, type checks and the whole test suite (real Spark included)
 	@bash deploy/setup.sh test

@@ -6,6 +6,7 @@
 #                            (installed with apt when missing and we are root)
 # Re-running is cheap: packages are reinstalled only when pyproject.toml changes.
 set -euo pipefail
+exec 1>&2  # setup talks on stderr: `make serve`'s stdout is the audit stream alone
 cd "$(dirname "$0")/.."
 profile=${1:-runtime}
 venv=.venv

@@ -9,6 +9,7 @@ check that both agree).
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
@@ -94,6 +95,7 @@ def reference_enforcer(model_text: str, policy: ParsedPolicy) -> Any:
         [rule.subject, rule.pattern.text, rule.action, rule.effect]
         for rule in policy.restrictions)
     model.model["g"]["g"].policy.extend([grant.member, grant.role] for grant in policy.grants)
+    logging.getLogger("casbin").setLevel(logging.WARNING)  # it would print the whole model
     enforcer = casbin.Enforcer(model)
     enforcer.add_function("resourceMatch", resource_match)
     enforcer.add_function("actionMatch", action_match)
