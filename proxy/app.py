@@ -88,8 +88,7 @@ def create_app(settings: Settings, backing: Backing | None = None,
     Fails here, before serving, if an endpoint or a commit update action is ungoverned, if an
     endpoint icegov owns has no handler, or if identity or policy settings are unusable.
     """
-    check_intents_complete()
-    check_classification_complete()
+    _check_governed()
     identity = build_identity(settings.identity, embedded_catalog=settings.embedded)
     authorizer = PolicyAuthorizer.from_settings(settings.policy)
     metrics = Metrics(worker=worker)
@@ -103,11 +102,10 @@ def create_app(settings: Settings, backing: Backing | None = None,
     planner = Planner(ManifestCache(settings.planning.manifest_cache_entries),
                       settings.planning.threads)
     answers = TableAnswers(views, authorizer.restricts)
+    config = ConfigHandler(forwarder, offers, iso_duration(settings.idempotency.lifetime_seconds)
+                           if idempotency is not None else None)
     handlers = _governed_handlers(settings, forwarder, authorizer,
-                                  _Reads(views, planner, answers),
-                                  ConfigHandler(forwarder, offers, iso_duration(
-                                      settings.idempotency.lifetime_seconds)
-                                      if idempotency is not None else None),
+                                  _Reads(views, planner, answers), config,
                                   identity.token_endpoint, metrics)
     metrics.watch(manifest_cache=lambda: planner.manifests.stats, policy=authorizer, audit=audit)
     dispatcher = GovernedDispatcher(
@@ -116,13 +114,19 @@ def create_app(settings: Settings, backing: Backing | None = None,
         settings.max_body_bytes, idempotency=idempotency, metrics=metrics,
         replayers={"commit_table": answers.replayed, "create_table": answers.replayed},
     )
-    readiness = BackingHandlers(forwarder, authorizer)
     return FastLaneApp(
         dispatcher, RequestContextMiddleware,
-        routes=[Route("/healthz", healthz), Route("/readyz", readiness.readyz),
+        routes=[Route("/healthz", healthz),
+                Route("/readyz", BackingHandlers(forwarder, authorizer).readyz),
                 Route("/metrics", metrics.endpoint)],
         lifespan=_lifespan(authorizer, planner, backing, idempotency, audit),
     )
+
+
+def _check_governed() -> None:
+    """Refuse to start when an endpoint or a commit update action is ungoverned."""
+    check_intents_complete()
+    check_classification_complete()
 
 
 def _lifespan(authorizer: PolicyAuthorizer, planner: Planner, backing: Backing,

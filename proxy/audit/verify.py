@@ -132,16 +132,19 @@ def verify(paths: Sequence[Path], key: bytes | None = None, *, anchors: Sequence
         last, last_line, count = Link(record["seq"], record["hash"]), line, count + 1
         first = record["seq"] if first is None else first
     if writer is not None and count == 0 and writers.skipped:
-        where = _Line(str(paths[-1]), 0, b"", True)
-        return Broken(where.file, where.number, None,
-                      f"no record of writer {writer!r}: the stream holds only other writers' "
-                      "records (a mistyped name, or every one of its records deleted)")
+        return _no_record_of(writer, paths)
     at_end = pinned.at_end(first, last)
     if at_end is not None:
         where = last_line or _Line(str(paths[-1]) if paths else "-", 0, b"", True)
         return Broken(where.file, where.number, last.seq if last else None, at_end)
     return Intact(count, len(paths), first, last.seq if last else None, key is not None,
                   pinned.matched, last.hash if last else None)
+
+
+def _no_record_of(writer: str, paths: Sequence[Path]) -> Broken:
+    return Broken(str(paths[-1]), 0, None,
+                  f"no record of writer {writer!r}: the stream holds only other writers' "
+                  "records (a mistyped name, or every one of its records deleted)")
 
 
 class _Writers:
