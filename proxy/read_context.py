@@ -87,17 +87,25 @@ def judge(context: ReadContext, request: ScanRequest) -> None:
     stats-fields), or the principal's row filter cannot apply to the table."""
     schema = scan_schema(context.metadata, request)
     common = {"applies_masks": context.applies_masks, "case_sensitive": request.case_sensitive}
-    refuse_hidden(request.select or (), schema, context.view, what="select", **common)
-    refuse_hidden(sorted(request.filter_columns), schema, context.view, what="filter",
-                  **common)
-    refuse_hidden(request.stats_fields or (), schema, context.view, what="stats-fields",
-                  **common)
+    for bound_to in _every_schema(context.metadata, schema):  # whichever one the scan binds
+        refuse_hidden(request.select or (), bound_to, context.view, what="select", **common)
+        refuse_hidden(sorted(request.filter_columns), bound_to, context.view, what="filter",
+                      **common)
+        refuse_hidden(request.stats_fields or (), bound_to, context.view, what="stats-fields",
+                      **common)
     bound_row_filter(context.view, context.metadata.schema())
     check_row_filter_history(context.view, context.metadata)
     refuse_hidden_partitions(context)
     for name in request.select or ():
         if not _has_field(schema, name, request.case_sensitive):
             raise BadRequest(f"select: no column {name[:200]!r} in the scanned schema")
+
+
+def _every_schema(metadata: TableMetadata, scanned: Schema) -> list[Schema]:
+    """The scanned schema first, then every other schema the table has had: a name that lies
+    in a hidden column in any of them is refused, whichever schema a scan (an incremental one
+    on its end snapshot's, a renamed or dropped column's old name) ends up bound to."""
+    return [scanned, *(s for s in metadata.schemas if s.schema_id != scanned.schema_id)]
 
 
 def _has_field(schema: Schema, name: str, case_sensitive: bool) -> bool:

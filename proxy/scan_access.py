@@ -25,13 +25,21 @@ from proxy.restrictions import ReadView
 def top_level(name: str, schema: Schema, case_sensitive: bool) -> str | None:
     """The top-level column a (possibly nested, dotted) name lies in, as the schema spells it;
     None when the schema has no such column."""
+    found = top_levels(name, schema, case_sensitive)
+    return found[0] if found else None
+
+
+def top_levels(name: str, schema: Schema, case_sensitive: bool) -> list[str]:
+    """Every top-level column a (possibly nested, dotted) name may lie in, as the schema spells
+    them: without case sensitivity, ``Ssn`` may be ``SSN`` or ``ssn`` (readers disagree on
+    which one they bind), so every one counts."""
     wanted = name if case_sensitive else name.lower()
     for candidate in _prefixes(wanted):
-        for top in schema.fields:
-            spelled = top.name if case_sensitive else top.name.lower()
-            if spelled == candidate:
-                return top.name
-    return None
+        found = [top.name for top in schema.fields
+                 if (top.name if case_sensitive else top.name.lower()) == candidate]
+        if found:
+            return found
+    return []
 
 
 def _prefixes(name: str) -> list[str]:
@@ -45,8 +53,8 @@ def refuse_hidden(names: Iterable[str], schema: Schema, view: ReadView, *,
     """403 naming the first name that lies in a column hidden from the principal."""
     hidden = view.hidden(applies_masks)
     for name in names:
-        column = top_level(name, schema, case_sensitive)
-        if column is None or column not in hidden:
+        column = next((c for c in top_levels(name, schema, case_sensitive) if c in hidden), None)
+        if column is None:
             continue
         if column in view.denied:
             raise Forbidden(f"column {name!r} of {view.table.name} is denied to you "
