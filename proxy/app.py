@@ -103,7 +103,7 @@ def create_app(settings: Settings, backing: Backing | None = None,
                       settings.planning.threads)
     answers = TableAnswers(views, authorizer.restricts)
     config = ConfigHandler(forwarder, offers, iso_duration(settings.idempotency.lifetime_seconds)
-                           if idempotency is not None else None)
+                           if idempotency is not None else None, authorizer.restricted_anywhere)
     handlers = _governed_handlers(settings, forwarder, authorizer,
                                   _Reads(views, planner, answers), config,
                                   identity.token_endpoint, metrics)

@@ -19,6 +19,7 @@ backing's: absent when icegov's Idempotency-Key support is disabled.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -29,7 +30,9 @@ from proxy.backing.forward import Forwarder, relayed
 from proxy.backing.offers import CONFIG_PATH, BackingOffers
 from proxy.commits.operations import DATA_OPERATIONS
 from proxy.errors import BackingUnavailable
+from proxy.governance import Principal
 from proxy.inbound import InboundRequest
+from proxy.reads.credentials import is_secret_property
 from proxy.routes import FORWARDABLE, PLANNING_SPECS
 
 log = structlog.get_logger("icegov")
@@ -51,12 +54,16 @@ class ConfigHandler:
     """Answers ``GET /v1/config`` from the backing's config."""
 
     def __init__(self, forwarder: Forwarder, offers: BackingOffers,
-                 idempotency_key_lifetime: str | None = None) -> None:
+                 idempotency_key_lifetime: str | None = None,
+                 restricted: Callable[[Principal], bool] | None = None) -> None:
+        """``restricted``: whether column or row rules restrict a principal anywhere (its
+        config then holds no storage credential, as its loadTable answers do not)."""
         self._forwarder = forwarder
         self._offers = offers
         self._lifetime = idempotency_key_lifetime
+        self._restricted = restricted
 
-    async def get_config(self, inbound: InboundRequest, _: Admission) -> Response:
+    async def get_config(self, inbound: InboundRequest, admission: Admission) -> Response:
         upstream = await self._forwarder.fetch(CONFIG_PATH, inbound.query_string, inbound.headers)
         if upstream.status_code != 200:
             return relayed(upstream, upstream.content)
@@ -72,6 +79,11 @@ class ConfigHandler:
         config["defaults"] = {**_without_steering(config.get("defaults"), "defaults"),
                               DATA_OPERATIONS_KEY: ",".join(sorted(DATA_OPERATIONS))}
         config["overrides"] = _without_steering(config.get("overrides"), "overrides")
+        principal = admission.principal
+        if principal is not None and self._restricted is not None and self._restricted(principal):
+            for section in ("defaults", "overrides"):
+                config[section] = {k: v for k, v in config[section].items()
+                                   if not is_secret_property(str(k))}
         config.pop(LIFETIME, None)
         if self._lifetime is not None:
             config[LIFETIME] = self._lifetime

@@ -120,15 +120,16 @@ def _replacement(body: Any) -> dict[str, Any]:
 
 
 def names_any(metadata: dict[str, Any], hidden: frozenset[str]) -> bool:
-    """Whether a schema field (or a word of its doc), a word of a SQL representation or a word
-    of a property (key or value) of ``metadata`` (view metadata JSON) is one of the ``hidden``
-    (lowercased) names."""
+    """Whether a schema field (or a word of its doc), a word of a SQL representation, a
+    version's default namespace level or catalog, or a word of a property (key or value) of
+    ``metadata`` (view metadata JSON) is one of the ``hidden`` (lowercased) names."""
     names = {name.lower() for name in _field_names(metadata.get("schemas"))}
     texts = [sql.lower() for sql in _sql_texts(metadata.get("versions"))]
     properties = metadata.get("properties")  # e.g. Spark's spark.query-column-names
     if isinstance(properties, dict):
         texts += [str(text).lower() for item in properties.items() for text in item]
     names.update(word.lower() for text in texts for word in _WORD.findall(text))
+    names.update(level.lower() for level in _defaults(metadata.get("versions")))
     if not names.isdisjoint(hidden):
         return True
     unusual = [name for name in hidden if not _WORD.fullmatch(name)]
@@ -157,6 +158,19 @@ def _field_names(node: Any) -> Iterator[str]:
         for key in ("fields", "type", "element", "key", "value"):
             if key in node and not isinstance(node[key], str):
                 yield from _field_names(node[key])
+
+
+def _defaults(versions: Any) -> Iterator[str]:
+    """Every version's ``default-namespace`` levels and ``default-catalog``: where its SQL's
+    unqualified names resolve (``FROM payroll`` in namespace ``hr`` reads ``hr.payroll``)."""
+    for version in versions if isinstance(versions, list) else ():
+        if not isinstance(version, dict):
+            continue
+        levels = version.get("default-namespace")
+        yield from (level for level in levels if isinstance(level, str)) \
+            if isinstance(levels, list) else ()
+        if isinstance(version.get("default-catalog"), str):
+            yield version["default-catalog"]
 
 
 def _sql_texts(versions: Any) -> Iterator[str]:

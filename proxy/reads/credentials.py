@@ -8,6 +8,7 @@ connection strings); the credentials endpoint refuses it (``proxy.credentials_ha
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 SECRET_PROPERTIES = (
@@ -19,9 +20,18 @@ SECRET_PROPERTIES = (
 """Config keys (or key prefixes: ``adls.sas-token.<account>``) that carry a credential."""
 
 
+SECRET_WORDS = re.compile(
+    r"secret|token|password|passwd|credential|key|sas|connection-string|service-account"
+    r"|session|sign|auth")
+"""Words that make any other config key a credential too (``adls.client-secret``,
+``adls.auth.shared-key.account.key``, ``hf.token``, ``s3.signer.uri``...): FileIO gains keys
+with every release, so a key is judged by what it says, not looked up in a list."""
+
+
 def is_secret_property(key: str) -> bool:
-    """True for a config key that carries a storage credential."""
-    return any(key == p or key.startswith(p + ".") for p in SECRET_PROPERTIES)
+    """True for a config key that carries (or leads to) a storage credential."""
+    return (any(key == p or key.startswith(p + ".") for p in SECRET_PROPERTIES)
+            or SECRET_WORDS.search(key.lower()) is not None)
 
 
 def without_credentials(result: dict[str, Any]) -> dict[str, Any]:

@@ -184,14 +184,6 @@ def test_plan_errors_do_not_tell_whether_a_denied_column_exists(tmp_path: Path,
 
 # == 2. Storage secrets ===========================================================================
 
-@pytest.mark.xfail(strict=True, reason=(
-    "proxy/config_handler.py:get_config drops only client-steering keys: a backing whose "
-    "/v1/config defaults or overrides carry FileIO secrets (s3.secret-access-key, "
-    "adls.sas-token.<account>, ...) hands them to every principal, restricted ones included, "
-    "although the README promises that restricted principals never get storage credentials "
-    "(they read whole files: every hidden column and row) (HIGH where the backing puts them "
-    "there). Fix: drop proxy.reads.credentials.is_secret_property keys from defaults and "
-    "overrides for a principal restricted anywhere (restricted_anywhere), or for everyone."))
 def test_the_catalog_config_hands_no_storage_secret_to_a_restricted_principal(
         tmp_path: Path) -> None:
     upstream = Upstream(config={
@@ -205,14 +197,6 @@ def test_the_catalog_config_hands_no_storage_secret_to_a_restricted_principal(
         assert secret not in config.text
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "proxy/reads/credentials.py:SECRET_PROPERTIES misses FileIO secrets that Iceberg clients "
-    "read from a LoadTableResult's config: Java's ADLS shared key "
-    "(adls.auth.shared-key.account.key), pyiceberg's ADLS service-principal secret "
-    "(adls.client-secret), Java's Aliyun OSS key (client.access-key-secret), pyiceberg's "
-    "hf.token: a restricted principal's loadTable keeps them and reads whole files (MEDIUM). "
-    "Fix: add them (and prefer an allowlist of non-secret config keys for restricted "
-    "principals over a denylist)."))
 @pytest.mark.parametrize("key", ["adls.auth.shared-key.account.key", "adls.client-secret",
                                  "client.access-key-secret", "hf.token"])
 def test_load_table_config_drops_every_fileio_secret(tmp_path: Path, key: str) -> None:
@@ -246,13 +230,6 @@ def a_view_in(default_namespace: list[str], sql: str, fields: list[str]) -> dict
     return view
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "proxy/view_handler.py:names_any reads schema fields, SQL and properties but not a "
-    "version's default-namespace (nor default-catalog): with 'p, analyst, icegov.hr.*, "
-    "SELECT, deny' hidden_names is {'hr', ...}, and a view whose SQL says 'FROM payroll' with "
-    "default-namespace ['hr'] loads, telling the analyst that hr.payroll exists and its "
-    "columns (LOW-MEDIUM). Fix: count every version's default-namespace levels (and "
-    "default-catalog) as words of the definition."))
 def test_a_view_resolving_its_sql_in_a_hidden_namespace_is_refused(tmp_path: Path) -> None:
     rule = "p, analyst, icegov.hr.*, SELECT, deny\n"
     with ViewWorld(tmp_path, rule) as world:
