@@ -15,6 +15,7 @@ import structlog
 import uvicorn
 
 from proxy import defaults
+from proxy.catalog.store import CatalogDriverMissing
 from proxy.identity.principals import PrincipalsFileError
 from proxy.identity.settings import IdentityConfigError
 from proxy.logs import configure_logging
@@ -23,7 +24,8 @@ from proxy.settings import Settings, SettingsError, load_settings
 
 log = structlog.get_logger("icegov")
 
-STARTUP_ERRORS = (SettingsError, PolicyError, PrincipalsFileError, IdentityConfigError, OSError)
+STARTUP_ERRORS = (SettingsError, PolicyError, PrincipalsFileError, IdentityConfigError, OSError,
+                  CatalogDriverMissing)
 
 
 class StartupError(click.ClickException):

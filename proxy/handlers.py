@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import structlog
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -18,6 +19,8 @@ async def healthz(_: Request) -> JSONResponse:
     """The process is up."""
     return JSONResponse({"status": "ok"})
 
+
+log = structlog.get_logger("icegov")
 
 READY_CHECK_SECONDS = 1.0
 """How long one look at the backing answers ``/readyz`` for: probes from anyone, however
@@ -55,8 +58,9 @@ class BackingHandlers:
     async def _look(self) -> BackingUnavailable | None:
         try:
             response = await self._forwarder.fetch(CONFIG_PATH, b"", ())
-        except IcebergError:
-            return BackingUnavailable("backing catalog not reachable")
+        except IcebergError as exc:  # unreachable, or it refused icegov's own credential
+            log.warning("readyz.backing_not_ready", error=exc.message)
+            return BackingUnavailable("backing catalog not ready (see icegov's log)")
         if response.status_code >= 500:
             return BackingUnavailable(f"backing catalog answered {response.status_code}")
         return None

@@ -126,7 +126,8 @@ def for_worker(settings: Settings, index: int, runtime: Path) -> Settings:
     naming it (``writer``), so chains sharing stdout can be told apart; on stdout each record
     is written whole under a lock the workers share (``runtime``'s ``stdout.lock``)."""
     audit = settings.audit
-    update: dict[str, object] = {"writer": f"w{index}", "stdout_lock": runtime / "stdout.lock"}
+    writer = f"w{index}" if audit.writer is None else f"{audit.writer}-w{index}"
+    update: dict[str, object] = {"writer": writer, "stdout_lock": runtime / "stdout.lock"}
     if audit.file is not None:
         update["file"] = worker_audit_file(audit.file, index)
     return settings.model_copy(update={"audit": audit.model_copy(update=update)})

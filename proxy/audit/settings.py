@@ -22,10 +22,11 @@ class AuditSettings(BaseModel):
     rotate_seconds: float | None = Field(
         default=None, gt=0, description="Rotate the audit file once it has been open this long.")
     writer: str | None = Field(
-        default=None, pattern=r"^w[0-9]{1,4}$",
-        description="Set by `icegov serve --workers`: the worker writing this chain. Every "
-                    "record carries it, so chains sharing stdout can be told apart "
-                    "(`icegov audit verify --writer`).")
+        default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$",
+        description="Who writes this chain: a replica's name (e.g. its host name), so streams "
+                    "gathered in one store can be told apart; every record carries it "
+                    "(`icegov audit verify --writer`). `icegov serve --workers` names each "
+                    "worker's chain after this name and its slot (`<name>-w0`, or `w0`).")
     stdout_lock: Path | None = Field(
         default=None, description="Set by `icegov serve --workers`: a lock file the workers "
                                   "hold while each writes a record to the stdout they share, "

@@ -34,7 +34,7 @@ from pyiceberg.table.update import (
 )
 from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
 from sqlalchemy import insert, select, update
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from proxy.catalog.adoption import adoption_lock
@@ -70,9 +70,22 @@ def open_catalog(db_uri: str, warehouse: Path | str,
     tables now exist, so it opens again."""
     properties = _catalog_properties(db_uri, warehouse, file_io or {})
     try:
-        return EmbeddedSqlCatalog(CATALOG_NAME, **properties)
-    except SQLAlchemyError:
-        return EmbeddedSqlCatalog(CATALOG_NAME, **properties)
+        try:
+            return EmbeddedSqlCatalog(CATALOG_NAME, **properties)
+        except ArgumentError:
+            raise
+        except SQLAlchemyError:
+            return EmbeddedSqlCatalog(CATALOG_NAME, **properties)
+    except (ImportError, ArgumentError) as exc:
+        scheme = db_uri.split(":", 1)[0]
+        reason = (f"its driver ({exc.name}) is not installed" if isinstance(exc, ImportError)
+                  else "not a database SQLAlchemy knows")
+        raise CatalogDriverMissing(f"catalog database {scheme}: {reason}; postgresql:// uses "
+                                   "psycopg 3, which icegov ships with") from None
+
+
+class CatalogDriverMissing(ValueError):
+    """The catalog database URI names a driver that is not installed (or no database)."""
 
 
 class EmbeddedSqlCatalog(SqlCatalog):

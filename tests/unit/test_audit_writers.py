@@ -145,3 +145,21 @@ def test_a_worker_writes_stdout_records_under_the_lock_every_worker_shares(
     finally:
         audit.close()
     assert (tmp_path / "stdout.lock").exists()  # taken for the record just written
+
+
+def test_replicas_name_their_chains_and_gathered_streams_verify_one_by_one(
+        tmp_path: Path) -> None:
+    """Two replicas' streams gathered in one file: each names its writer, and a worker of a
+    named replica is ``<name>-w<slot>``."""
+    streams = {name: io.StringIO() for name in ("replica-a", "replica-b")}
+    for name, stream in streams.items():
+        log = AuditLog(AuditSettings(stdout=False, writer=name), sinks=[StreamSink(stream)])
+        for n in range(3):
+            log.write(a_record(n))
+    gathered = tmp_path / "gathered.log"
+    gathered.write_text("".join(s.getvalue() for s in streams.values()))
+    assert isinstance(verify([gathered], writer="replica-b"), Intact)
+    assert isinstance(verify([gathered]), Broken)
+    named = load_settings(audit={"writer": "replica-a"})
+    assert for_worker(named, 1, tmp_path).audit.writer == "replica-a-w1"
+    assert for_worker(load_settings(), 1, tmp_path).audit.writer == "w1"

@@ -103,6 +103,10 @@ def test_init_does_not_overwrite_without_force(tmp_path: Path) -> None:
     ({"ICEGOV__IDENTITY__SIGNING_KEY": "short"}, "signing_key must be at least 32 bytes"),
     ({"ICEGOV__POLICY__POLICY_PATH": "missing.csv"}, "missing.csv: No such file or directory"),
     ({"ICEGOV__POLICY__MODEL_PATH": "nope/model.conf"}, "nope/model.conf"),
+    ({"ICEGOV__CATALOG_DB_URI": "postgresql+nosuchdriver://u@127.0.0.1:1/db"},
+     "catalog database postgresql+nosuchdriver"),
+    ({"ICEGOV__CATALOG_DB_URI": "postgresql+psycopg2://u@127.0.0.1:1/db"},
+     "driver (psycopg2) is not installed"),
 ])
 def test_bad_settings_or_files_are_one_line_and_exit_2(env: dict[str, str], expected: str) -> None:
     assert expected in one_error_line(icegov("serve", **env))

@@ -166,7 +166,7 @@ def test_every_secret_config_map_and_claim_referenced_exists() -> None:
     claims = {doc["metadata"]["name"] for doc in by_kind("PersistentVolumeClaim")}
     pod = one("Deployment")["spec"]["template"]["spec"]
     for item in container(one("Deployment"))["env"]:
-        if "valueFrom" in item:
+        if "secretKeyRef" in item.get("valueFrom", {}):
             ref = item["valueFrom"]["secretKeyRef"]
             assert ref["key"] in secrets[ref["name"]], item["name"]
     volumes = {volume["name"]: volume for volume in pod["volumes"]}
@@ -255,7 +255,11 @@ def test_deployment_settings_load_and_the_placeholder_key_is_refused(
 def _deployment_env(secret: dict[str, str]) -> dict[str, str]:
     env = {}
     for item in container(one("Deployment"))["env"]:
-        ref = item.get("valueFrom", {}).get("secretKeyRef")
+        source = item.get("valueFrom", {})
+        if "fieldRef" in source:  # the pod's own fields (its name): a pod name stands in
+            env[item["name"]] = "icegov-7d9f8-abcde"
+            continue
+        ref = source.get("secretKeyRef")
         env[item["name"]] = secret[ref["key"]] if ref else item["value"]
     return env
 
