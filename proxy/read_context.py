@@ -83,16 +83,17 @@ def scan_schema(metadata: TableMetadata, request: ScanRequest) -> Schema:
 
 
 def judge(context: ReadContext, request: ScanRequest) -> None:
-    """403 when the request names a column hidden from the principal (in select, filter or
-    stats-fields), or the principal's row filter cannot apply to the table."""
+    """400 when the request names a column hidden from the principal (in select, filter or
+    stats-fields: answered as a column that does not exist), 403 when the principal's row
+    filter cannot apply to the table."""
     schema = scan_schema(context.metadata, request)
-    common = {"applies_masks": context.applies_masks, "case_sensitive": request.case_sensitive}
+    parts = (("select", request.select or ()), ("filter", sorted(request.filter_columns)),
+             ("stats-fields", request.stats_fields or ()))
     for bound_to in _every_schema(context.metadata, schema):  # whichever one the scan binds
-        refuse_hidden(request.select or (), bound_to, context.view, what="select", **common)
-        refuse_hidden(sorted(request.filter_columns), bound_to, context.view, what="filter",
-                      **common)
-        refuse_hidden(request.stats_fields or (), bound_to, context.view, what="stats-fields",
-                      **common)
+        for what, names in parts:
+            refuse_hidden(names, bound_to, context.view, what=what,
+                          applies_masks=context.applies_masks,
+                          case_sensitive=request.case_sensitive, evidence=context.evidence)
     bound_row_filter(context.view, context.metadata.schema())
     check_row_filter_history(context.view, context.metadata)
     refuse_hidden_partitions(context)

@@ -1,15 +1,17 @@
 """What a scan may name: the columns a plan request selects, filters on or asks statistics for
 must all be visible to the principal; the principal's row filter must apply to the schema.
 
-A request naming a denied column is refused with 403 naming it (the caller named it, so the
-answer reveals only that it is denied). A masked column is refused the same way unless the
-client applies masks itself: a plan hands out whole files, so a client that cannot mask would
-read the raw values.
+A request naming a denied column is refused as one naming no column at all (400): the
+principal's loadTable has no such column, and the answer must not tell a hidden column from a
+missing one (the audit record says which it was). A masked column is refused the same way
+unless the client applies masks itself: a plan hands out whole files, so a client that cannot
+mask would read the raw values.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from pyiceberg.exceptions import ResolveError
 from pyiceberg.expressions import BooleanExpression
@@ -17,7 +19,7 @@ from pyiceberg.expressions.visitors import bind
 from pyiceberg.schema import Schema
 from pyiceberg.table.metadata import TableMetadata
 
-from proxy.errors import Forbidden
+from proxy.errors import BadRequest, Forbidden
 from proxy.planning.filter_json import referenced_columns
 from proxy.restrictions import ReadView
 
@@ -48,19 +50,31 @@ def _prefixes(name: str) -> list[str]:
     return [".".join(parts[:n]) for n in range(len(parts), 0, -1)]
 
 
+UNKNOWN = {
+    "select": "select: no column {name!r} in the scanned schema",
+    "stats-fields": "stats-fields: no column {name!r} in this table",
+    "filter": "the filter does not apply to the table's schema: Could not find field with "
+              "name {name}, case_sensitive={case_sensitive}",
+}
+"""What a name that lies in no column is answered with, for each part of a plan request."""
+
+
 def refuse_hidden(names: Iterable[str], schema: Schema, view: ReadView, *,
-                  applies_masks: bool, case_sensitive: bool, what: str) -> None:
-    """403 naming the first name that lies in a column hidden from the principal."""
+                  applies_masks: bool, case_sensitive: bool, what: str,
+                  evidence: list[dict[str, Any]] | None = None) -> None:
+    """400 for the first name that lies in a column hidden from the principal, worded as for a
+    name that lies in no column at all: the table the principal is shown has no such column,
+    and the answer must not tell a hidden column from a missing one. The truth (the column and
+    the rule's verdict) goes to ``evidence``, the audit record's."""
     hidden = view.hidden(applies_masks)
     for name in names:
         column = next((c for c in top_levels(name, schema, case_sensitive) if c in hidden), None)
         if column is None:
             continue
-        if column in view.denied:
-            raise Forbidden(f"column {name!r} of {view.table.name} is denied to you "
-                            f"({what})")
-        raise Forbidden(f"column {name!r} of {view.table.name} is masked for you and this "
-                        f"client cannot apply masks ({what})")
+        if evidence is not None:
+            evidence.append({"refused": what, "column": column, "table": str(view.table),
+                             "because": "denied" if column in view.denied else "masked"})
+        raise BadRequest(UNKNOWN[what].format(name=name[:200], case_sensitive=case_sensitive))
 
 
 def bound_row_filter(view: ReadView, schema: Schema) -> BooleanExpression:
