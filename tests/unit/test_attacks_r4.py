@@ -91,11 +91,12 @@ class FoldingBacking:
 Folded = tuple[TestClient, dict[str, str], FoldingBacking]
 
 
-def folding_world(tmp_path: Path, **settings: Any) -> Iterator[Folded]:
-    """icegov in front of the folding backing; the analyst's headers."""
+def folding_world(tmp_path: Path, backing: FoldingBacking | None = None,
+                  **settings: Any) -> Iterator[Folded]:
+    """icegov in front of ``backing`` (the folding one by default); the analyst's headers."""
     policy = tmp_path / "policy.csv"
     policy.write_text(FOLD_POLICY)
-    backing = FoldingBacking()
+    backing = backing or FoldingBacking()
     upstream = Upstream(backing, config={"defaults": {}, "overrides": {},
                                          "endpoints": ALL_ENDPOINTS})
     with client_for(upstream, tmp_path, policy={"policy_path": policy}, **settings) as client:
@@ -165,14 +166,8 @@ class MatrixStrippingBacking(FoldingBacking):
 
 
 @pytest.fixture()
-def matrix(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str], FoldingBacking]]:
-    policy = tmp_path / "policy.csv"
-    policy.write_text(FOLD_POLICY)
-    backing = MatrixStrippingBacking()
-    upstream = Upstream(backing, config={"defaults": {}, "overrides": {},
-                                         "endpoints": ALL_ENDPOINTS})
-    with client_for(upstream, tmp_path, policy={"policy_path": policy}) as client:
-        yield client, {"authorization": f"Bearer {icegov_token(client, ANALYST)}"}, backing
+def matrix(tmp_path: Path) -> Iterator[Folded]:
+    yield from folding_world(tmp_path, MatrixStrippingBacking())
 
 
 def test_a_matrix_parameter_never_smuggles_a_denied_table_to_the_backing(

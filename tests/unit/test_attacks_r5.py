@@ -28,9 +28,9 @@ from tests.support.audit import no_icegov_environment  # noqa: F401
 from tests.support.errors import assert_error_model
 from tests.support.http import wait_for
 from tests.support.settings import POLICIES
-from tests.support.upstream import ALL_ENDPOINTS, Upstream, client_for, icegov_token
+from tests.support.upstream import Upstream, client_for, icegov_token
 from tests.unit.test_attacks_r2b import view_answer
-from tests.unit.test_attacks_r4 import FOLD_POLICY
+from tests.unit.test_attacks_r4 import FoldingBacking, folding_world
 from tests.unit.test_identity_authenticator import IDP, idp_token, jwks_document
 from tests.unit.test_pipeline import ALTER, loaded_table, table_backing
 
@@ -197,7 +197,7 @@ def test_the_clients_protocol_headers_still_reach_the_backing() -> None:
 
 # -- 3. name_case: lower in front of a Hive metastore --------------------------------------------
 
-class HiveLikeBacking:
+class HiveLikeBacking(FoldingBacking):
     """A backing that resolves names as Hive's metastore does (``normalizeIdentifier``:
     ``identifier.trim().toLowerCase()``): every table it is asked for is its one table
     ``sales.salaries``."""
@@ -217,15 +217,7 @@ class HiveLikeBacking:
 
 @pytest.fixture()
 def hive(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str], HiveLikeBacking]]:
-    policy = tmp_path / "policy.csv"
-    policy.write_text(FOLD_POLICY)
-    backing = HiveLikeBacking()
-    upstream = Upstream(backing, config={"defaults": {}, "overrides": {},
-                                         "endpoints": ALL_ENDPOINTS})
-    with client_for(upstream, tmp_path, policy={"policy_path": policy},
-                    name_case="lower") as client:
-        analyst = {"authorization": f"Bearer {icegov_token(client, 'analyst:analyst-secret')}"}
-        yield client, analyst, backing
+    yield from folding_world(tmp_path, HiveLikeBacking(), name_case="lower")
 
 
 @pytest.mark.parametrize("spelling", ["salaries%20", "%20salaries", "salaries%20%20"])
