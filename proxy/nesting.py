@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable
 import httpx
 
 from proxy.backing.tables import table_path
-from proxy.errors import NoSuchNamespace, NoSuchTable, NotFound
+from proxy.errors import BackingUnavailable, NoSuchNamespace, NoSuchTable, NotFound
 from proxy.inbound import InboundRequest
 from proxy.resources import Resource
 
@@ -51,9 +51,12 @@ class NamespacePaths:
 
 def _is_table(answer: httpx.Response) -> bool:
     """Whether ``answer`` may be a table's: only a 404, or a 200 that is no LoadTableResult
-    (no ``metadata`` object), says there is none."""
+    (no ``metadata`` object), says there is none; a server error says nothing (503)."""
     if answer.status_code == 404:
         return False
+    if answer.status_code >= 500:
+        raise BackingUnavailable("the backing catalog could not say whether a namespace level "
+                                 "is a table")
     if answer.status_code != 200:
         return True
     try:

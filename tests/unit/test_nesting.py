@@ -71,3 +71,13 @@ def test_an_answer_that_loads_no_table_is_not_a_table() -> None:
     upstream = Upstream(lambda _: httpx.Response(200, json={"namespaces": [], "identifiers": []}))
     with client_for(upstream) as client:
         assert client.get("/v1/cat/namespaces/demo%1Fvictim/tables").status_code == 200
+
+
+def test_a_backing_that_cannot_answer_the_check_is_503_not_a_missing_namespace() -> None:
+    upstream = Upstream(lambda r: httpx.Response(500, json={"error": {
+        "message": "down", "type": "ServerError", "code": 500}}) if b"/tables/" in path_of(r)
+        else httpx.Response(200, json={"identifiers": []}))
+    with client_for(upstream) as client:
+        answer = client.get("/v1/cat/namespaces/demo%1Fvictim/tables")
+    assert answer.status_code == 503
+    assert [path_of(r) for r in upstream.seen] == [TABLE.encode()]
