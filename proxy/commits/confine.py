@@ -43,6 +43,11 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$", re.DOTALL)
 _SHOWN = 120
 
 
+def shown_path(path: str) -> str:
+    """A file path as an error message quotes it: ``repr``, cut after 120 characters."""
+    return repr(path if len(path) <= _SHOWN else path[:_SHOWN] + "...")
+
+
 @dataclass(frozen=True)
 class Location:
     """A file location split for comparison: scheme, authority and path segments."""
@@ -113,9 +118,8 @@ class TableLocations:
     def require(self, path: str, what: str) -> None:
         """Refuse (400, without reading it) a ``what`` at ``path`` outside the table."""
         if not self.admits(path):
-            shown = path if len(path) <= _SHOWN else path[:_SHOWN] + "..."
             raise UnverifiableCommit(
-                f"cannot verify the commit: {what} {shown!r} is not under the table's "
+                f"cannot verify the commit: {what} {shown_path(path)} is not under the table's "
                 "locations (location, write.data.path, write.metadata.path)")
 
 

@@ -29,10 +29,10 @@ from pyiceberg.types import (
     StructType,
 )
 
+from proxy.commits.confine import shown_path
 from proxy.commits.intent import UnverifiableCommit
 
 _PATH, _POS, _ROW = 2147483546, 2147483545, 2147483544
-_SHOWN = 120
 
 
 def table_columns(metadata: TableMetadata) -> dict[int, NestedField]:
@@ -47,7 +47,7 @@ def check_columns(data_file: DataFile, file_schema: pa.Schema, metadata: TableMe
                   columns: Mapping[int, NestedField]) -> None:
     """Refuse (400) ``data_file`` if its Parquet schema ``file_schema`` does not fit what it
     claims to be (``columns``: ``table_columns(metadata)``)."""
-    shown = _shown(data_file.file_path)
+    shown = shown_path(data_file.file_path)
     converted = _file_schema(file_schema, metadata, shown)
     found = index_by_id(converted)
     table_fields = found
@@ -112,6 +112,3 @@ def _reads_as(file_type: object, table_type: IcebergType) -> bool:
         return True
     return type(file_type) is type(table_type)  # struct, list, map: children checked by id
 
-
-def _shown(path: str) -> str:
-    return repr(path if len(path) <= _SHOWN else path[:_SHOWN] + "...")

@@ -23,12 +23,11 @@ from pyiceberg.io import FileIO
 from pyiceberg.manifest import DataFile, FileFormat
 from pyiceberg.table.metadata import TableMetadata
 
-from proxy.commits.confine import canonical_location, table_locations
+from proxy.commits.confine import canonical_location, shown_path, table_locations
 from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.lru import SizedLru
 from proxy.commits.operations.columns import check_columns, table_columns
 
-_SHOWN = 120
 FOOTER_CACHE_FILES = 16_384
 
 
@@ -57,12 +56,12 @@ def check_added_files(files: Iterable[DataFile], metadata: TableMetadata, io: Fi
         locations.require(path, "content file")
         key = canonical_location(path)
         if key in seen:
-            raise UnverifiableCommit(f"content file {_shown(path)} is added twice")
+            raise UnverifiableCommit(f"content file {shown_path(path)} is added twice")
         seen.add(key)
         footer = _footer(data_file, key, metadata, io)
         if footer.rows is not None and footer.rows != data_file.record_count:
             raise UnverifiableCommit(
-                f"content file {_shown(path)} holds {footer.rows} rows, not the declared "
+                f"content file {shown_path(path)} holds {footer.rows} rows, not the declared "
                 f"{data_file.record_count}")
         if footer.schema is not None:
             columns = columns if columns is not None else table_columns(metadata)
@@ -87,12 +86,12 @@ def _check_present(data_file: DataFile, io: FileIO) -> None:
         source = io.new_input(path)
         size = len(source) if source.exists() else None
     except Exception as exc:  # any I/O failure: refused alike, nothing echoed
-        raise UnverifiableCommit(f"content file {_shown(path)} could not be read") from exc
+        raise UnverifiableCommit(f"content file {shown_path(path)} could not be read") from exc
     if size is None:
-        raise UnverifiableCommit(f"content file {_shown(path)} does not exist")
+        raise UnverifiableCommit(f"content file {shown_path(path)} does not exist")
     if size != data_file.file_size_in_bytes:
         raise UnverifiableCommit(
-            f"content file {_shown(path)} is {size} bytes, not the declared "
+            f"content file {shown_path(path)} is {size} bytes, not the declared "
             f"{data_file.file_size_in_bytes}")
 
 
@@ -104,8 +103,5 @@ def _parquet_footer(data_file: DataFile, io: FileIO) -> Footer:
             return Footer(int(parquet.metadata.num_rows), parquet.schema_arrow)
     except Exception as exc:  # not Parquet, truncated, unreadable: all refused alike
         raise UnverifiableCommit(
-            f"content file {_shown(path)} could not be read as Parquet") from exc
+            f"content file {shown_path(path)} could not be read as Parquet") from exc
 
-
-def _shown(path: str) -> str:
-    return repr(path if len(path) <= _SHOWN else path[:_SHOWN] + "...")

@@ -23,7 +23,7 @@ from pyiceberg.manifest import (
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
-from proxy.commits.confine import canonical_location
+from proxy.commits.confine import canonical_location, shown_path
 from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.operations.conflicts import WindowChanges
 from proxy.commits.operations.filters import FileFilter
@@ -39,8 +39,6 @@ from proxy.commits.operations.request import (
 from proxy.commits.operations.wire import referenced_data_file
 from proxy.commits.operations.writer import Rewrite, SnapshotPlan
 from proxy.errors import CommitFailed
-
-_SHOWN = 120
 
 
 @dataclass
@@ -144,7 +142,7 @@ def _filter_removes(row_filter: FileFilter | None, data_file: DataFile) -> bool:
     if row_filter.must_match(data_file):
         return True
     raise UnverifiableCommit(
-        f"row-filter matches some but not all rows of {_shown(data_file.file_path)}: only "
+        f"row-filter matches some but not all rows of {shown_path(data_file.file_path)}: only "
         "whole files can be removed by filter; use overwrite-files with the rewritten rows, "
         "or row-delta with delete files")
 
@@ -152,9 +150,9 @@ def _filter_removes(row_filter: FileFilter | None, data_file: DataFile) -> bool:
 def _check_named_found(removal: _Removal, changes: WindowChanges) -> None:
     for key in sorted((removal.data | removal.deletes) - removal.found):
         if key in changes.removed:
-            raise CommitFailed(f"{_shown(key)} was removed since base-snapshot-id by another "
+            raise CommitFailed(f"{shown_path(key)} was removed since base-snapshot-id by another "
                                "commit")
-        raise UnverifiableCommit(f"{_shown(key)} is not a live file of the branch")
+        raise UnverifiableCommit(f"{shown_path(key)} is not a live file of the branch")
 
 
 def _check_referenced_live(operation: DataOperation, live_data: set[str],
@@ -167,12 +165,9 @@ def _check_referenced_live(operation: DataOperation, live_data: set[str],
         if key is None or key in live_data or key in added:
             continue
         if key in changes.removed:
-            raise CommitFailed(f"data file {_shown(key)} that a delete file references was "
+            raise CommitFailed(f"data file {shown_path(key)} that a delete file references was "
                                "removed since base-snapshot-id")
-        raise UnverifiableCommit(f"delete file {_shown(delete.file_path)} references "
-                                 f"{_shown(key)}, which is not a live data file of the branch")
+        raise UnverifiableCommit(f"delete file {shown_path(delete.file_path)} references "
+                                 f"{shown_path(key)}, which is not a live data file of the branch")
 
-
-def _shown(path: str) -> str:
-    return repr(path if len(path) <= _SHOWN else path[:_SHOWN] + "...")
 

@@ -18,13 +18,11 @@ from pyiceberg.manifest import DataFile, DataFileContent
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
-from proxy.commits.confine import canonical_location, table_locations
+from proxy.commits.confine import canonical_location, shown_path, table_locations
 from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.manifests import FileKey
 from proxy.commits.operations.head import HeadReader, location_key
 from proxy.commits.tombstones import removed_in_history
-
-_SHOWN = 120
 
 
 def check_new_to_table(added: Iterable[DataFile], head: Snapshot | None,
@@ -57,7 +55,7 @@ def check_never_removed(added: Iterable[DataFile], metadata: TableMetadata, io: 
     found = removed_in_history(io, metadata, table_locations(metadata, {}), paths)
     if found:
         key = min(found, key=lambda k: k[1])
-        raise UnverifiableCommit(f"content file {_shown(paths[key])!r} was removed from the "
+        raise UnverifiableCommit(f"content file {shown_path(paths[key])} was removed from the "
                                  f"table by snapshot {found[key]}: adding it again would bring "
                                  "back its rows")
 
@@ -65,8 +63,5 @@ def check_never_removed(added: Iterable[DataFile], metadata: TableMetadata, io: 
 def _refuse(wanted: dict[int, str], listed: frozenset[int], why: str) -> None:
     found = wanted.keys() & listed
     if found:
-        raise UnverifiableCommit(f"content file {_shown(wanted[min(found)])!r} {why}")
+        raise UnverifiableCommit(f"content file {shown_path(wanted[min(found)])} {why}")
 
-
-def _shown(path: str) -> str:
-    return path if len(path) <= _SHOWN else path[:_SHOWN] + "..."
