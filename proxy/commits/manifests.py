@@ -54,6 +54,13 @@ from proxy.commits.lru import SizedLru
 
 T = TypeVar("T")
 FileKey = tuple[bool, str, int | None]  # ``ContentFile.key``
+
+
+def file_key(content: DataFileContent, path: str, offset: int | None = None) -> FileKey:
+    """A content file's identity across manifests: data-or-delete, physical location (one
+    spelling per file, ``confine.canonical_location``: ``file:/x`` and ``file:///x`` are one
+    file) and (for deletion vectors) offset."""
+    return (content == DataFileContent.DATA, canonical_location(path), offset)
 _CacheKey = tuple[str, int, ManifestContent, int]
 
 _DELETE_FILE_PATH_FIELD = 2147483546  # ``file_path`` of a position delete file's rows
@@ -86,10 +93,8 @@ class ContentFile:
 
     @cached_property
     def key(self) -> FileKey:
-        """Identity across manifests: data-or-delete, physical location (one spelling per file,
-        ``confine.canonical_location``: ``file:/x`` and ``file:///x`` are one file) and (for
-        DVs) offset."""
-        return (self.is_data, canonical_location(self.path), self.offset)
+        """Identity across manifests (``file_key``)."""
+        return file_key(self.content, self.path, self.offset)
 
     @property
     def is_data(self) -> bool:

@@ -44,8 +44,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Record
 from pyroaring import BitMap64
 
-from proxy.commits.confine import canonical_location
-from proxy.commits.manifests import Entry
+from proxy.commits.manifests import Entry, FileKey, file_key
 
 T = TypeVar("T")
 
@@ -89,9 +88,9 @@ class RowFile:
     stats: FileStats = field(default_factory=lambda: FileStats())
 
     @property
-    def key(self) -> tuple[bool, str, int | None]:
-        """Same identity as ``manifests.ContentFile.key`` (canonical location)."""
-        return (self.content == DataFileContent.DATA, canonical_location(self.path), self.offset)
+    def key(self) -> FileKey:
+        """Same identity as ``manifests.ContentFile.key``."""
+        return file_key(self.content, self.path, self.offset)
 
     @property
     def is_vector(self) -> bool:

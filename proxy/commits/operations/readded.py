@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from pyiceberg.io import FileIO
-from pyiceberg.manifest import DataFile, DataFileContent
+from pyiceberg.manifest import DataFile
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
-from proxy.commits.confine import canonical_location, shown_path, table_locations
+from proxy.commits.confine import shown_path, table_locations
 from proxy.commits.intent import UnverifiableCommit
-from proxy.commits.manifests import FileKey
+from proxy.commits.manifests import file_key
 from proxy.commits.operations.head import HeadReader, location_key
 from proxy.commits.tombstones import removed_in_history
 
@@ -49,9 +49,7 @@ def check_new_to_table(added: Iterable[DataFile], head: Snapshot | None,
 def check_never_removed(added: Iterable[DataFile], metadata: TableMetadata, io: FileIO) -> None:
     """Refuse (400) any of ``added`` that a snapshot still in the table removed, however long
     ago (``tombstones``: expiring that snapshot would delete the file under the table)."""
-    paths: dict[FileKey, str] = {
-        (f.content == DataFileContent.DATA, canonical_location(f.file_path), None): f.file_path
-        for f in added}
+    paths = {file_key(f.content, f.file_path): f.file_path for f in added}
     found = removed_in_history(io, metadata, table_locations(metadata, {}), paths)
     if found:
         key = min(found, key=lambda k: k[1])
