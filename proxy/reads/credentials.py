@@ -11,27 +11,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
-SECRET_PROPERTIES = (
-    "s3.access-key-id", "s3.secret-access-key", "s3.session-token",
-    "client.access-key-id", "client.secret-access-key", "client.session-token",
-    "adls.connection-string", "adls.account-key", "adls.sas-token", "adls.token",
-    "gcs.oauth2.token", "gcs.service-account", "gcp.oauth2.token", "token",
-)
-"""Config keys (or key prefixes: ``adls.sas-token.<account>``) that carry a credential."""
-
-
 SECRET_WORDS = re.compile(
     r"secret|token|password|passwd|credential|key|sas|connection-string|service-account"
     r"|session|sign|auth")
-"""Words that make any other config key a credential too (``adls.client-secret``,
-``adls.auth.shared-key.account.key``, ``hf.token``, ``s3.signer.uri``...): FileIO gains keys
-with every release, so a key is judged by what it says, not looked up in a list."""
+"""Words that make a config key a credential (``s3.secret-access-key``, ``adls.sas-token.<acct>``,
+``adls.auth.shared-key.account.key``, ``gcs.service-account``, ``hf.token``, ``s3.signer.uri``...):
+FileIO gains keys with every release, so a key is judged by what it says, not looked up in a
+list."""
 
 
 def is_secret_property(key: str) -> bool:
     """True for a config key that carries (or leads to) a storage credential."""
-    return (any(key == p or key.startswith(p + ".") for p in SECRET_PROPERTIES)
-            or SECRET_WORDS.search(key.lower()) is not None)
+    return SECRET_WORDS.search(key.lower()) is not None
 
 
 def without_credentials(result: dict[str, Any]) -> dict[str, Any]:
