@@ -93,6 +93,7 @@ def create_app(settings: Settings, backing: Backing | None = None,
     authorizer = PolicyAuthorizer.from_settings(settings.policy)
     metrics = Metrics(worker=worker)
     identity.token_endpoint.on_issued(metrics.observe_token)
+    identity.authenticator.reserve(authorizer.is_role)  # an OIDC user is never a policy role
     backing = backing or connect_backing(settings)
     forwarder = _forwarder(settings, backing, metrics)
     audit = AuditLog(settings.audit)

@@ -30,7 +30,7 @@ from pyiceberg.table.metadata import TableMetadata
 from proxy.admission import Admission, ClassifiedChange
 from proxy.audit import AuditRecord
 from proxy.backing.offers import BackingOffers, Offer
-from proxy.errors import Forbidden, NoSuchNamespace, NoSuchTable, NotAuthorized, NotFound
+from proxy.errors import Forbidden, NoSuchNamespace, NoSuchTable, NotFound
 from proxy.evidence import ChangeClassifier, discard_built
 from proxy.governance import Action, Authorizer, Decision, Principal
 from proxy.identity import Authenticator
@@ -125,9 +125,6 @@ class Gate:
             return Coarse(inbound, Admission(None, Intent(public=True), ""))
         record.decision = "unauthenticated"
         principal = await self._authenticator.authenticate_async(inbound.headers)
-        if principal.source == "oidc" and self._authorizer.is_role(principal.name):
-            raise NotAuthorized("bearer token names a role of the policy; the issuer's users "
-                                "must have other names")
         record.principal = principal
         record.decision = "refused"
         offer = await self._offers.current(inbound.headers)

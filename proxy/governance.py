@@ -101,9 +101,5 @@ class Authorizer(Protocol):
         """True when every subject's column and row rules on ``source`` are the same on
         ``destination`` (a rename between them sheds none)."""
 
-    def is_role(self, name: str) -> bool:
-        """Whether the policy grants ``name`` as a role."""
-        ...
-
     def restricted_anywhere(self, principal: Principal) -> bool:
         """True when some SELECT deny, mask or row filter applies to the principal anywhere."""

@@ -43,6 +43,7 @@ class Authenticator:
     ) -> None:
         self._tokens = tokens
         self._principals = principals
+        self._reserved: Callable[[str], bool] = lambda _: False
         self._oidc = oidc
         self._anonymous = anonymous
         self._cache = VerifiedTokenCache(cache_size, clock)
@@ -88,17 +89,22 @@ class Authenticator:
             principal = verified.principal
         return self._current(principal)
 
+    def reserve(self, names: Callable[[str], bool]) -> None:
+        """Names no OIDC user may take besides the principals file's (the policy's roles)."""
+        self._reserved = names
+
     def _current(self, principal: Principal) -> Principal:
         """An icegov token's principal as the principals file says now (401 once removed);
         an OIDC token naming a principal or role of that file is 401: the issuer's names and
         icegov's share the policy's subjects, so an issuer user called ``admin`` is never
-        icegov's (the gate refuses the policy's own roles likewise)."""
-        if self._principals is None or principal.source == "anonymous":
-            return principal
+        icegov's, nor is one called like a ``reserve``d name (a role of the policy)."""
         if principal.source == "oidc":
-            if self._principals.names(principal.name):
+            if self._reserved(principal.name) or (
+                    self._principals is not None and self._principals.names(principal.name)):
                 raise NotAuthorized("bearer token names a principal or role of icegov's own; "
                                     "the issuer's users must have other names")
+            return principal
+        if self._principals is None or principal.source == "anonymous":
             return principal
         current = self._principals.principal(principal.name)
         if current is None:
