@@ -33,7 +33,7 @@ from pyiceberg.table.update import (
     TableUpdate,
 )
 from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, make_url, select, update
 from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -69,17 +69,21 @@ def open_catalog(db_uri: str, warehouse: Path | str,
     race to create the tables (SqlCatalog checks, then creates): the loser's error means the
     tables now exist, so it opens again."""
     properties = _catalog_properties(db_uri, warehouse, file_io or {})
+    _check_driver(db_uri)
     try:
-        try:
-            return EmbeddedSqlCatalog(CATALOG_NAME, **properties)
-        except ArgumentError:
-            raise
-        except SQLAlchemyError:
-            return EmbeddedSqlCatalog(CATALOG_NAME, **properties)
+        return EmbeddedSqlCatalog(CATALOG_NAME, **properties)
+    except SQLAlchemyError:
+        return EmbeddedSqlCatalog(CATALOG_NAME, **properties)
+
+
+def _check_driver(db_uri: str) -> None:
+    """``CatalogDriverMissing`` unless SQLAlchemy knows the database and its driver imports."""
+    try:
+        make_url(db_uri).get_dialect().import_dbapi()
     except (ImportError, ArgumentError) as exc:
-        scheme = db_uri.split(":", 1)[0]
         reason = (f"its driver ({exc.name}) is not installed" if isinstance(exc, ImportError)
                   else "not a database SQLAlchemy knows")
+        scheme = db_uri.split(":", 1)[0]
         raise CatalogDriverMissing(f"catalog database {scheme}: {reason}; postgresql:// uses "
                                    "psycopg 3, which icegov ships with") from None
 
