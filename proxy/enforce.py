@@ -221,9 +221,9 @@ class Gate:
     async def _through_tables(self, inbound: InboundRequest, intent: Intent) -> None:
         """404 for a namespace that passes through a table (``proxy.nesting``), asked of the
         backing only once the request is allowed."""
-        if self._namespace_paths is not None and any(
-                len(r.namespace) > 1 for r in _resources(intent)):
-            await self._namespace_paths.check(inbound, _resources(intent))
+        resources = _resources(intent)
+        if self._namespace_paths is not None and any(len(r.namespace) > 1 for r in resources):
+            await self._namespace_paths.check(inbound, resources)
 
     def _refuse_shedding_rename(self, intent: Intent, record: AuditRecord) -> None:
         """403 for a rename that would move a table or view out of (or into) read rules: rules

@@ -45,9 +45,9 @@ T = TypeVar("T")
 
 class TableFiles:
     """Says whether a location is one of a table's own files: inside the warehouse, under the
-    table's location or a ``write.*.path`` root (never the warehouse root itself), and not under
-    a protected place (``others``: see ``protected_places``), so a table placed over another's
-    files, or registered from its metadata, never purges them."""
+    table's location or a ``write.*.path`` root (never the warehouse root itself), and held by
+    no live table or view (``held``: ``proxy.catalog.holdings``), so a table placed over
+    another's files, or registered from its metadata, never purges them."""
 
     def __init__(self, warehouse: Warehouse, metadata: TableMetadata,
                  held: Held = NOTHING_HELD) -> None:
