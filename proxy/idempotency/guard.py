@@ -28,6 +28,7 @@ from proxy.idempotency.keys import IdempotencyKeyReused, KeyedRequest, keyed_req
 from proxy.idempotency.settings import IdempotencySettings
 from proxy.idempotency.store import Claimed, IdempotencyStore, StoredAnswer
 from proxy.inbound import InboundRequest
+from proxy.reads.credentials import without_credentials
 
 log = structlog.get_logger("icegov")
 
@@ -135,7 +136,7 @@ class Idempotency:
             await self.abandon(claim)
             return whole
         answer = StoredAnswer(response.status_code, response.headers.get("content-type"),
-                              without_credentials(body), rights)
+                              at_rest(body), rights)
         expires = self._clock() + self._settings.lifetime_seconds
         try:
             stored = await self._call(partial(
@@ -202,20 +203,18 @@ def _rebuilt(response: Response, body: bytes) -> Response:
     return rebuilt
 
 
-CREDENTIAL_FIELDS = ("config", "storage-credentials")
-"""Fields of a LoadTableResult that may carry vended storage credentials."""
-
-
-def without_credentials(body: bytes) -> bytes:
-    """``body`` as it may be kept at rest: a JSON answer with a non-empty ``config`` or
-    ``storage-credentials`` without both (vended credentials are never stored; a replayed
-    create or register answers the table without them, and the client loads them afresh);
-    any other answer byte for byte."""
+def at_rest(body: bytes) -> bytes:
+    """``body`` as it may be kept at rest: a JSON answer without its vended credentials
+    (``storage-credentials`` and the secret ``config`` keys, ``reads.credentials``; a replay
+    answers the table without them, and the client loads them afresh); any other answer, and
+    one that holds none, byte for byte."""
     try:
         answer = json.loads(body)
     except (ValueError, RecursionError):
         return body
-    if not isinstance(answer, dict) or not any(answer.get(f) for f in CREDENTIAL_FIELDS):
+    if not isinstance(answer, dict):
+        return body
+    kept = without_credentials(answer)
+    if kept == answer:
         return body  # nothing that could hold a credential: kept byte for byte
-    kept = {k: v for k, v in answer.items() if k not in CREDENTIAL_FIELDS}
     return json.dumps(kept, separators=(",", ":")).encode()
