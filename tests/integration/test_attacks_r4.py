@@ -7,6 +7,7 @@ already refuses are ordinary tests. The unit half is ``tests/unit/test_attacks_r
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -132,19 +133,28 @@ def overlap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningP
     """The reference catalog (HadoopCatalog: a table is the directory ``sales/salaries``, its
     files under ``sales/salaries/data/who=...``) with ``sales.salaries`` denied to analyst, who
     may do anything else under ``icegov.sales``."""
-    workdir = tmp_path_factory.mktemp("r4-overlap")
-    (workdir / "policy.csv").write_text(OVERLAP_POLICY)
+    with partitioned_by_who(tmp_path_factory.mktemp("r4-overlap"), OVERLAP_POLICY,
+                            "sales.salaries", ["ceo-bonus", "alice"]) as (run, admin):
+        yield run, admin.load_table("sales.salaries")
+
+
+@contextlib.contextmanager
+def partitioned_by_who(workdir: Path, policy: str, name: str,
+                       whos: list[str]) -> Iterator[tuple[RunningProxy, RestCatalog]]:
+    """icegov with ``policy`` in front of the reference catalog (HadoopCatalog), holding the
+    table ``name`` (id, who) partitioned by ``who``, one row per value of ``whos``; the running
+    proxy and an admin catalog."""
+    (workdir / "policy.csv").write_text(policy)
     with proxy_for("reference", workdir, policy={"policy_path": workdir / "policy.csv"}) as run:
         admin = RestCatalog("admin", uri=run.url, credential=ADMIN)
-        admin.create_namespace("sales")
+        admin.create_namespace(name.split(".")[0])
         schema = Schema(NestedField(1, "id", LongType(), False),
                         NestedField(2, "who", StringType(), False))
-        table = admin.create_table("sales.salaries", schema, partition_spec=PartitionSpec(
+        table = admin.create_table(name, schema, partition_spec=PartitionSpec(
             PartitionField(2, 1000, IdentityTransform(), "who")))
-        table.append(pa.table({"id": pa.array([1, 2], pa.int64()),
-                               "who": pa.array(["ceo-bonus", "alice"], pa.string())},
-                              schema=schema.as_arrow()))
-        yield run, admin.load_table("sales.salaries")
+        table.append(pa.table({"id": pa.array(range(1, len(whos) + 1), pa.int64()),
+                               "who": pa.array(whos, pa.string())}, schema=schema.as_arrow()))
+        yield run, admin
 
 
 SEP = "%1F"
@@ -270,19 +280,9 @@ p, analyst, icegov.demo.victim.*, *, allow
 def beneath(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningProxy, RestCatalog]]:
     """The reference catalog with analyst granted icegov.demo.victim.* (not the table
     demo.victim itself), and demo.victim partitioned by ``who``."""
-    workdir = tmp_path_factory.mktemp("r4-beneath")
-    (workdir / "policy.csv").write_text(BENEATH_POLICY)
-    with proxy_for("reference", workdir, policy={"policy_path": workdir / "policy.csv"}) as run:
-        admin = RestCatalog("admin", uri=run.url, credential=ADMIN)
-        admin.create_namespace("demo")
-        schema = Schema(NestedField(1, "id", LongType(), False),
-                        NestedField(2, "who", StringType(), False))
-        victim = admin.create_table("demo.victim", schema, partition_spec=PartitionSpec(
-            PartitionField(2, 1000, IdentityTransform(), "who")))
-        victim.append(pa.table({"id": pa.array([1, 2, 3], pa.int64()),
-                                "who": ["ceo-bonus-2m", "alice", "bob"]},
-                               schema=schema.as_arrow()))
-        yield run, admin
+    with partitioned_by_who(tmp_path_factory.mktemp("r4-beneath"), BENEATH_POLICY,
+                            "demo.victim", ["ceo-bonus-2m", "alice", "bob"]) as world:
+        yield world
 
 
 def test_a_grant_beneath_a_tables_name_cannot_delete_its_files(

@@ -23,6 +23,7 @@ from tests.support.errors import assert_error_model
 from tests.support.http import wait_for
 from tests.support.settings import settings_for_tests
 from tests.support.upstream import ALL_ENDPOINTS, Upstream, client_for, icegov_token
+from tests.unit.test_attacks_r3 import PagingBacking
 
 ANALYST = "analyst:analyst-secret"
 
@@ -261,26 +262,11 @@ def test_shortening_the_tables_retention_needs_manage_snapshots(crafter: Crafter
 # -- a page token's presence past the per-answer budget ------------------------------------------
 
 
-class OffsetBacking:
-    """A backing that pages its namespaces by offset (the reference catalog's way)."""
-
-    def __init__(self, names: list[str]) -> None:
-        self.names = names
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        size = int(request.url.params.get("pageSize") or len(self.names))
-        start = int(request.url.params.get("pageToken") or 0)
-        end = start + size
-        return httpx.Response(200, json={
-            "namespaces": [[name] for name in self.names[start:end]],
-            "next-page-token": str(end) if end < len(self.names) else None})
-
-
 def first_page(names: list[str], tmp_path: Path) -> dict[str, Any]:
     tmp_path.mkdir()
     policy = tmp_path / "policy.csv"
     policy.write_text(LIST_POLICY)
-    upstream = Upstream(OffsetBacking(names), config={"defaults": {}, "overrides": {},
+    upstream = Upstream(PagingBacking(names), config={"defaults": {}, "overrides": {},
                                                       "endpoints": ALL_ENDPOINTS})
     with client_for(upstream, tmp_path, policy={"policy_path": policy}) as client:
         analyst = {"authorization": f"Bearer {icegov_token(client, ANALYST)}"}
