@@ -99,7 +99,8 @@ def create_app(settings: Settings, backing: Backing | None = None,
     audit = AuditLog(settings.audit)
     offers = BackingOffers(forwarder.fetch, settings.endpoints_refresh_seconds)
     idempotency = open_idempotency(settings)
-    views = ReadViews(authorizer, settings.planning.mask_capable_clients)
+    views = ReadViews(authorizer, settings.planning.mask_capable_clients,
+                      settings.planning.mask_capable_principals)
     planner = Planner(ManifestCache(settings.planning.manifest_cache_entries),
                       settings.planning.threads)
     answers = TableAnswers(views, authorizer.restricts)

@@ -61,7 +61,7 @@ class TableAnswers:
             return None
         evidence.append({"resource": str(table), "read_view": describe(view)})
         check_row_filter_history(view, metadata)
-        applies_masks = self._views.applies_masks(inbound.headers)
+        applies_masks = self._views.applies_masks(principal, inbound.headers)
         projected = without_credentials(project_load_result(result, view,
                                                             applies_masks=applies_masks))
         return without_metadata_files(projected, keep_location=keep_location)

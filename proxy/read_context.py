@@ -68,7 +68,8 @@ class TableReader:
             raise BackingFailed("the backing catalog's table metadata cannot be read") from exc
         view = self._views.view(principal, table, state.metadata)
         return ReadContext(principal, table, state, view,
-                           self._views.applies_masks(inbound.headers), admission.evidence)
+                           self._views.applies_masks(principal, inbound.headers),
+                           admission.evidence)
 
 
 def scan_schema(metadata: TableMetadata, request: ScanRequest) -> Schema:

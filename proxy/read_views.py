@@ -72,9 +72,11 @@ def widened(view: ReadView, metadata: TableMetadata) -> ReadView:
 class ReadViews:
     """The read views of principals on tables, from the one authorizer."""
 
-    def __init__(self, authorizer: Authorizer, mask_capable_clients: tuple[str, ...] = ()) -> None:
+    def __init__(self, authorizer: Authorizer, mask_capable_clients: tuple[str, ...] = (),
+                 mask_capable_principals: tuple[str, ...] = ()) -> None:
         self._authorizer = authorizer
         self._mask_capable = mask_capable_clients
+        self._mask_trusted = frozenset(mask_capable_principals)
 
     def view(self, principal: Principal, table: Resource, metadata: TableMetadata) -> ReadView:
         """What ``principal`` may read of ``table`` as ``metadata`` describes it."""
@@ -86,9 +88,13 @@ class ReadViews:
         """The view of ``columns`` by name only (a table that does not exist yet)."""
         return self._authorizer.read_view(principal, table, columns)
 
-    def applies_masks(self, headers: Headers) -> bool:
-        """True when the client says (X-Client-Version) it is one that applies masks itself."""
-        if not self._mask_capable:
+    def applies_masks(self, principal: Principal, headers: Headers) -> bool:
+        """True when ``principal`` is one the operator trusts to run clients that apply masks
+        (``mask_capable_principals``: a name or a role) and its client says (X-Client-Version)
+        it is one of them. The header alone is the caller's own claim: never enough."""
+        if not self._mask_capable or not (
+                principal.name in self._mask_trusted
+                or not self._mask_trusted.isdisjoint(principal.roles)):
             return False
         version = _header(headers, b"x-client-version")
         return version is not None and version.startswith(self._mask_capable)

@@ -79,7 +79,7 @@ class ViewHandlers:
         if principal is None:
             return frozenset()
         return self._authorizer.hidden_names(
-            principal, masks_shown=self._read_views.applies_masks(inbound.headers))
+            principal, masks_shown=self._read_views.applies_masks(principal, inbound.headers))
 
 
 def _replaced(upstream: httpx.Response, hidden: frozenset[str],

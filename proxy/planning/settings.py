@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from proxy.keys import check_key
 
@@ -40,7 +40,20 @@ class PlanningSettings(BaseModel):
     mask_capable_clients: tuple[str, ...] = Field(
         default=(),
         description="X-Client-Version prefixes of clients that apply read-restrictions masks; "
-                    "masked columns are removed for every other client (fail closed).")
+                    "masked columns are removed for every other client (fail closed). Honoured "
+                    "only for mask_capable_principals: the header is the caller's own claim.")
+    mask_capable_principals: tuple[str, ...] = Field(
+        default=(),
+        description="Principals or roles trusted to run the mask_capable_clients: only their "
+                    "requests may be answered with masked columns for the client to mask.")
+
+    @model_validator(mode="after")
+    def _masks_trusted_to_someone(self) -> PlanningSettings:
+        if self.mask_capable_clients and not self.mask_capable_principals:
+            raise ValueError("mask_capable_clients needs mask_capable_principals: the "
+                             "X-Client-Version header is the caller's own claim, so name the "
+                             "principals or roles whose clients are trusted to apply masks")
+        return self
 
     @field_validator("task_key")
     @classmethod

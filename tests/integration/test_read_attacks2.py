@@ -31,6 +31,7 @@ from tests.support.read_tables import (
     EU_ANALYST,
     EU_WRITER,
     MASK_CAPABLE_CLIENT,
+    MASK_TRUSTED,
     ORDERS,
     SSN_ID,
     build_customers,
@@ -65,7 +66,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     settings = local_policies(workdir)
     with Path(settings["policy"]["policy_path"]).open("a") as rules:
         rules.write(EXTRA_RULES)
-    settings["planning"] = {"mask_capable_clients": (MASK_CAPABLE_CLIENT,)}
+    settings["planning"] = {"mask_capable_clients": (MASK_CAPABLE_CLIENT,),
+                            "mask_capable_principals": (MASK_TRUSTED,)}
     with proxy_for("embedded", workdir, **settings) as proxy, world_of(proxy) as world:
         world.admin.create_namespace_if_not_exists("scratch")
         yield world

@@ -121,6 +121,17 @@ def test_a_mask_capable_client_keeps_email_with_its_mask_declared(reads: Served)
     assert answer["config"]["scan-planning-mode"] == "server"
 
 
+def test_the_mask_capable_header_of_an_untrusted_principal_changes_nothing(
+        reads: Served) -> None:
+    """X-Client-Version is the caller's own claim: a principal the operator did not name in
+    ``mask_capable_principals`` sending it still gets the masked column removed."""
+    answer = _load(reads.url, ANALYST_WRITER, CUSTOMERS,
+                   **{"X-Client-Version": MASK_CAPABLE_CLIENT})
+    fields = answer["metadata"]["schemas"][0]["fields"]
+    assert "email" not in [f["name"] for f in fields] and "ssn" not in [f["name"] for f in fields]
+    assert "required-column-projections" not in (answer.get("read-restrictions") or {})
+
+
 def test_eu_analyst_load_answer_declares_the_row_filter(reads: Served) -> None:
     answer = _load(reads.url, EU_ANALYST, ORDERS)
     assert answer["read-restrictions"] == {"required-row-filter": {

@@ -45,6 +45,8 @@ EU_WRITER = "eu-writer:eu-writer-secret"
 
 MASK_CAPABLE_CLIENT = "icegov-mask-test"
 """An X-Client-Version prefix the proxies of ``served`` treat as a client that applies masks."""
+MASK_TRUSTED = "analyst"
+"""The one principal whose client's ``MASK_CAPABLE_CLIENT`` claim the proxies of ``served`` take."""
 
 LOCAL_RULES = """
 # test-local: the analyst's column rules, with write rights on the demo tables
@@ -232,9 +234,10 @@ def local_policies(workdir: Path) -> dict[str, Any]:
 @contextlib.contextmanager
 def served(backend: str, workdir: Path, **planning: Any) -> Iterator[Served]:
     """A proxy in front of ``backend`` with the test-local policy; ``planning`` overrides
-    planning settings (mask-capable clients: ``MASK_CAPABLE_CLIENT``)."""
+    planning settings (mask-capable clients: ``MASK_CAPABLE_CLIENT`` of ``MASK_TRUSTED``)."""
     settings = local_policies(workdir)
-    settings["planning"] = {"mask_capable_clients": (MASK_CAPABLE_CLIENT,), **planning}
+    settings["planning"] = {"mask_capable_clients": (MASK_CAPABLE_CLIENT,),
+                            "mask_capable_principals": (MASK_TRUSTED,), **planning}
     if backend == "embedded":
         with serve(create_app(settings_for_tests(workdir, **settings))) as url:
             yield Served(RunningProxy(url, workdir), None)

@@ -392,7 +392,8 @@ def test_a_mask_capable_client_loads_a_view_naming_a_column_it_sees_masked(
         tmp_path: Path) -> None:
     capable = {"x-client-version": "spark-masks 1.0"}
     with ViewWorld(tmp_path, planning=PlanningSettings(
-            mask_capable_clients=("spark-masks",))) as world:
+            mask_capable_clients=("spark-masks",),
+            mask_capable_principals=("analyst",))) as world:
         table = world.client.get("/v1/cat/namespaces/demo/tables/customers",
                                  headers={**world.analyst, **capable})
         fields = [f["name"] for f in table.json()["metadata"]["schemas"][0]["fields"]]

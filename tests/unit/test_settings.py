@@ -107,3 +107,26 @@ def test_catalog_names_must_be_plain_names(monkeypatch: pytest.MonkeyPatch, vari
 def test_storage_keys_in_file_io_never_show_in_a_settings_repr() -> None:
     settings = load_settings(file_io={"s3.secret-access-key": "the-storage-secret"})
     assert "the-storage-secret" not in repr(settings) and "the-storage-secret" not in str(settings)
+
+
+def test_mask_capable_clients_need_principals_that_are_trusted_with_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ICEGOV__PLANNING__MASK_CAPABLE_CLIENTS", '["spark-masks"]')
+    with pytest.raises(SettingsError, match="mask_capable_principals"):
+        load_settings()
+    monkeypatch.setenv("ICEGOV__PLANNING__MASK_CAPABLE_PRINCIPALS", '["etl"]')
+    assert load_settings().planning.mask_capable_principals == ("etl",)
+
+
+def test_a_client_version_claim_counts_only_for_a_trusted_principal() -> None:
+    from proxy.governance import Principal
+    from proxy.read_views import ReadViews
+
+    views = ReadViews(authorizer=None,  # type: ignore[arg-type]  # applies_masks needs none
+                      mask_capable_clients=("spark-masks",),
+                      mask_capable_principals=("etl", "maskers"))
+    claim = ((b"X-Client-Version", b"spark-masks 1.0"),)
+    assert views.applies_masks(Principal("etl"), claim)
+    assert views.applies_masks(Principal("bob", ("maskers",)), claim)
+    assert not views.applies_masks(Principal("mallory", ("analysts",)), claim)
+    assert not views.applies_masks(Principal("etl"), ((b"x-client-version", b"pyiceberg"),))
