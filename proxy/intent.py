@@ -274,6 +274,20 @@ def _identifier(value: Any, names: Names, what: str) -> Resource:
     return names.table(value.get("namespace"), value.get("name"), f"{what} name")
 
 
+def _report_metrics(inbound: InboundRequest, names: Names) -> Intent:
+    """A metrics report about the table in the path: its ``table-name`` (the client's full
+    name of the table, e.g. ``catalog.db.events``) must name that table, not another one the
+    caller may not read (the backing would file the report under it)."""
+    resource = _path_table(inbound, names)
+    reported = _body(inbound).get("table-name")
+    if reported is not None:
+        identifier = ".".join((*resource.namespace, str(resource.table)))
+        if not isinstance(reported, str) or not (
+                reported == identifier or reported.endswith("." + identifier)):
+            raise BadRequest("the metrics report's 'table-name' is not the table in the path")
+    return Intent((Need(Action.SELECT, resource),), hide=(resource,))
+
+
 INTENTS: dict[str, IntentFn] = {
     "get_config": _authenticated,
     "oauth_tokens": _public,
@@ -291,7 +305,7 @@ INTENTS: dict[str, IntentFn] = {
     "commit_table": _commit,
     "drop_table": _on_table(Action.DROP_TABLE),
     "load_credentials": _on_table(Action.SELECT),
-    "report_metrics": _on_table(Action.SELECT),
+    "report_metrics": _report_metrics,
     "plan_table_scan": _on_table(Action.SELECT),
     "fetch_planning_result": _on_table(Action.SELECT),
     "cancel_planning": _on_table(Action.SELECT),

@@ -6,10 +6,13 @@ Every statement is followed by a check of the rows (or metadata) it should have 
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from typing import Any
 
 import pytest
+
+from tests.conftest import RunningProxy
 
 pytestmark = pytest.mark.spark
 
@@ -158,3 +161,18 @@ def test_drop_table_and_purge(spark: Any, cat: str) -> None:
     assert purged.rsplit(".", 1)[1] not in listed
     with pytest.raises(Exception, match="TABLE_OR_VIEW_NOT_FOUND"):
         spark.sql(f"SELECT * FROM {kept}").collect()
+
+
+def test_spark_scan_reports_are_accepted(spark: Any, cat: str, proxy: RunningProxy) -> None:
+    """Spark's REST client reports each scan's metrics, naming the table as
+    ``<spark catalog>.<namespace>.<table>``: icegov checks that name against the path, and
+    Spark's own reports pass that check."""
+    table = new_table(spark, cat, partitioned=False)
+    spark.sql(f"INSERT INTO {table} VALUES (1, 'eu', 10)")
+    assert rows(spark, f"SELECT id FROM {table}") == [(1,)]
+    path_end = "/tables/" + table.rsplit(".", 1)[1] + "/metrics"
+    reports = [json.loads(line) for line in proxy.audit_log.read_text().splitlines()
+               if path_end in line]
+    assert reports, "Spark sent no metrics report"
+    assert {r["endpoint"] for r in reports} == {"report_metrics"}
+    assert all(200 <= r["status"] < 300 for r in reports), [r["status"] for r in reports]
