@@ -13,9 +13,10 @@ column rules (SELECT denies, and masks unless the client applies masks itself) n
   version included); should the view change between that check and the replace so that the
   answer names one, the answer is withheld (403, saying the view was replaced).
 
-Every other principal's requests are forwarded and answered unchanged. The check is by name,
-so it errs on the side of refusing: a view over another table with a column of the same name is
-refused too.
+The check is by name, so it errs on the side of refusing: a view over another table with a
+column of the same name is refused too. For every principal, loadView and replaceView also refuse
+a view whose SQL reads a table the principal cannot see at all (``proxy.view_refs``): its
+definition would name that table and its columns.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 from starlette.responses import Response
 
 from proxy.admission import Admission
@@ -34,6 +34,7 @@ from proxy.errors import BackingUnavailable, Forbidden
 from proxy.inbound import InboundRequest
 from proxy.policy import PolicyAuthorizer
 from proxy.read_views import ReadViews
+from proxy.view_refs import unseen_reference
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
 
@@ -49,10 +50,9 @@ class ViewHandlers:
 
     async def load_view(self, inbound: InboundRequest, admission: Admission) -> Response:
         hidden = self._hidden(inbound, admission)
-        if not hidden:
-            return await self._forwarder.forward(inbound)
         upstream = await self._forwarder.exchange(inbound)
-        if upstream.status_code == 200 and names_any(_metadata(upstream.content), hidden):
+        if upstream.status_code == 200 and self._conceals(_metadata(upstream.content), hidden,
+                                                          admission):
             raise _refused(admission, "load")
         return relayed_answer(upstream, upstream.content)
 
@@ -64,15 +64,21 @@ class ViewHandlers:
 
     async def replace_view(self, inbound: InboundRequest, admission: Admission) -> Response:
         hidden = self._hidden(inbound, admission)
-        if not hidden:
-            return await self._forwarder.forward(inbound)
-        if names_any(_replacement(inbound.json()), hidden):
+        if self._conceals(_replacement(inbound.json()), hidden, admission):
             raise _refused(admission, "change")
         current = await self._forwarder.fetch(inbound.raw_path, b"", inbound.headers)
-        if current.status_code == 200 and names_any(_metadata(current.content), hidden):
+        if current.status_code == 200 and self._conceals(_metadata(current.content), hidden,
+                                                         admission):
             raise _refused(admission, "change")
         upstream = await self._forwarder.exchange(inbound)
-        return _replaced(upstream, hidden, admission)
+        if upstream.status_code >= 500:
+            raise server_failure(upstream.status_code, "replace_view", commit=True)
+        if upstream.status_code == 200 and self._conceals(_metadata(upstream.content), hidden,
+                                                          admission):
+            assert admission.principal is not None
+            raise Forbidden(f"the view was replaced, but its definition now names columns or "
+                            f"tables hidden from {admission.principal.name}: it cannot be shown")
+        return relayed(upstream, upstream.content)
 
     def _hidden(self, inbound: InboundRequest, admission: Admission) -> frozenset[str]:
         principal = admission.principal
@@ -81,17 +87,19 @@ class ViewHandlers:
         return self._authorizer.hidden_names(
             principal, masks_shown=self._read_views.applies_masks(principal, inbound.headers))
 
-
-def _replaced(upstream: httpx.Response, hidden: frozenset[str],
-              admission: Admission) -> Response:
-    """The replace's answer, unless it names what is hidden (the view changed meanwhile)."""
-    if upstream.status_code >= 500:
-        raise server_failure(upstream.status_code, "replace_view", commit=True)
-    if upstream.status_code == 200 and names_any(_metadata(upstream.content), hidden):
-        assert admission.principal is not None
-        raise Forbidden(f"the view was replaced, but its definition now names columns or tables "
-                        f"hidden from {admission.principal.name}: it cannot be shown")
-    return relayed(upstream, upstream.content)
+    def _conceals(self, metadata: dict[str, Any], hidden: frozenset[str],
+                  admission: Admission) -> bool:
+        """Whether view ``metadata`` names a column hidden from the principal (``hidden``) or
+        reads a table it cannot see (``proxy.view_refs``)."""
+        principal = admission.principal
+        if principal is None:
+            return False
+        if hidden and names_any(metadata, hidden):
+            return True
+        catalog = admission.intent.needs[0].resource.catalog
+        unseen = unseen_reference(metadata, catalog,
+                                  lambda table: self._authorizer.can_see(principal, table))
+        return unseen is not None
 
 
 def _refused(admission: Admission, verb: str) -> Forbidden:

@@ -233,14 +233,6 @@ def test_a_view_resolving_its_sql_in_a_hidden_namespace_is_refused(tmp_path: Pat
     assert loaded.status_code == 403, loaded.text
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "proxy/view_handler.py:ViewHandlers.load_view checks a definition only for principals "
-    "whose column rules name something (hidden_names): for every other principal a view in a "
-    "namespace it may read is answered whole, SQL and schema naming tables it has no right on "
-    "at all, which the gate answers 404 'as if they did not exist' (hr.payroll and its column "
-    "salary, here to writer) (LOW). Fix: refuse (403) or hide a view whose SQL's table "
-    "references (qualified, or resolved in its default-namespace) name a table or namespace "
-    "the caller cannot see (PolicyAuthorizer.can_see)."))
 def test_a_view_over_a_table_the_reader_cannot_see_does_not_name_it(tmp_path: Path) -> None:
     with ViewWorld(tmp_path) as world:
         writer = bearer(world.client, WRITER)
