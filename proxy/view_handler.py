@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from anyio import to_thread
 from starlette.responses import Response
 
 from proxy.admission import Admission
@@ -51,8 +52,8 @@ class ViewHandlers:
     async def load_view(self, inbound: InboundRequest, admission: Admission) -> Response:
         hidden = self._hidden(inbound, admission)
         upstream = await self._forwarder.exchange(inbound)
-        if upstream.status_code == 200 and self._conceals(_metadata(upstream.content), hidden,
-                                                          admission):
+        if upstream.status_code == 200 and await self._conceals(
+                _metadata(upstream.content), hidden, admission):
             raise _refused(admission, "load")
         return relayed_answer(upstream, upstream.content)
 
@@ -64,17 +65,17 @@ class ViewHandlers:
 
     async def replace_view(self, inbound: InboundRequest, admission: Admission) -> Response:
         hidden = self._hidden(inbound, admission)
-        if self._conceals(_replacement(inbound.json()), hidden, admission):
+        if await self._conceals(_replacement(inbound.json()), hidden, admission):
             raise _refused(admission, "change")
         current = await self._forwarder.fetch(inbound.raw_path, b"", inbound.headers)
-        if current.status_code == 200 and self._conceals(_metadata(current.content), hidden,
-                                                         admission):
+        if current.status_code == 200 and await self._conceals(
+                _metadata(current.content), hidden, admission):
             raise _refused(admission, "change")
         upstream = await self._forwarder.exchange(inbound)
         if upstream.status_code >= 500:
             raise server_failure(upstream.status_code, "replace_view", commit=True)
-        if upstream.status_code == 200 and self._conceals(_metadata(upstream.content), hidden,
-                                                          admission):
+        if upstream.status_code == 200 and await self._conceals(
+                _metadata(upstream.content), hidden, admission):
             assert admission.principal is not None
             raise Forbidden(f"the view was replaced, but its definition now names columns or "
                             f"tables hidden from {admission.principal.name}: it cannot be shown")
@@ -87,8 +88,8 @@ class ViewHandlers:
         return self._authorizer.hidden_names(
             principal, masks_shown=self._read_views.applies_masks(principal, inbound.headers))
 
-    def _conceals(self, metadata: dict[str, Any], hidden: frozenset[str],
-                  admission: Admission) -> bool:
+    async def _conceals(self, metadata: dict[str, Any], hidden: frozenset[str],
+                        admission: Admission) -> bool:
         """Whether view ``metadata`` names a column hidden from the principal (``hidden``) or
         reads a table it cannot see (``proxy.view_refs``)."""
         principal = admission.principal
@@ -97,9 +98,12 @@ class ViewHandlers:
         if hidden and names_any(metadata, hidden):
             return True
         catalog = admission.intent.needs[0].resource.catalog
-        unseen = unseen_reference(metadata, catalog,
-                                  lambda table: self._authorizer.can_see(principal, table))
-        return unseen is not None
+
+        def unseen() -> object:  # parsing SQL may take a while: off the event loop
+            return unseen_reference(metadata, catalog,
+                                    lambda table: self._authorizer.can_see(principal, table))
+
+        return await to_thread.run_sync(unseen) is not None
 
 
 def _refused(admission: Admission, verb: str) -> Forbidden:

@@ -13,7 +13,8 @@ tables it may denote:
 A reference is seen when the reader can see one of those tables. Names defined by the query
 itself (common table expressions) and table functions are not references. SQL that does not
 parse is judged by every dotted name in it (columns included): only a reader who can see each
-of them gets the view (fail closed).
+of them gets the view (fail closed); SQL that does not even tokenize, or is longer than
+``MAX_SQL_CHARS``, is shown to nobody.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ Name = tuple[str, ...]
 """A dotted table reference, part by part (``("hr", "payroll")``)."""
 
 _NAME_TOKENS = frozenset({TokenType.VAR, TokenType.IDENTIFIER})
+MAX_SQL_CHARS = 256 * 1024
+"""Longer SQL is not parsed (a view's definition is a query, not a program): fail closed."""
+UNREADABLE: Name = ("",)
+"""What SQL too long or too broken to read refers to: a name no table has."""
 METADATA_TABLES = frozenset({
     "all_data_files", "all_delete_files", "all_entries", "all_files", "all_manifests",
     "data_files", "delete_files", "entries", "files", "history", "manifests",
@@ -59,11 +64,15 @@ def version_references(version: dict[str, Any]) -> Iterator[Name]:
 
 
 def sql_references(sql: str, dialect: Any = None) -> Iterator[Name]:
-    """The table references of one SQL text; every dotted name when it does not parse."""
+    """The table references of one SQL text; every dotted name when it does not parse; one
+    name nobody can see when it is longer than ``MAX_SQL_CHARS`` (not read at all)."""
+    if len(sql) > MAX_SQL_CHARS:
+        yield UNREADABLE
+        return
     read = _dialect(dialect)
     try:
         trees = sqlglot.parse(sql, read=read)
-    except (SqlglotError, RecursionError, ValueError):
+    except Exception:  # a parser's failure on hostile text: read it as tokens
         yield from _dotted_names(sql, read)
         return
     for tree in trees:
@@ -105,8 +114,8 @@ def _dotted_names(sql: str, dialect: str | None) -> Iterator[Name]:
     text that does not even tokenize yields one name no reader can see."""
     try:
         tokens = sqlglot.tokenize(sql, read=dialect)
-    except (SqlglotError, RecursionError, ValueError):
-        yield ("",)
+    except Exception:  # the tokenizer's failure on hostile text: fail closed
+        yield UNREADABLE
         return
     current: list[str] = []
     joined = False

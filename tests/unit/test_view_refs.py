@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy.resources import Resource
-from proxy.view_refs import denoted, sql_references, unseen_reference
+from proxy.view_refs import MAX_SQL_CHARS, denoted, sql_references, unseen_reference
 from tests.support.audit import no_icegov_environment  # noqa: F401
 from tests.support.errors import assert_error_model
 from tests.unit.test_attacks_r2b import ViewWorld, bearer
@@ -137,3 +137,25 @@ def test_a_replace_of_a_view_that_reads_a_hidden_table_is_refused(tmp_path: Path
         sent = [r for r in world.upstream.seen[before:] if r.method == "POST"]
     assert_error_model(refused, 403)
     assert "payroll" not in refused.text and sent == []
+
+
+def test_sql_too_long_to_read_is_shown_to_nobody(tmp_path: Path) -> None:
+    sql = "SELECT id FROM demo.customers WHERE " + " OR ".join(["id = 1"] * 40_000)
+    assert len(sql) > MAX_SQL_CHARS
+    with ViewWorld(tmp_path) as world:
+        world.view = a_view_in(["demo"], sql, ["id"])
+        writer = world.client.get(VIEW, headers=bearer(world.client, WRITER))
+        admin = world.client.get(VIEW)
+    assert_error_model(writer, 403)
+    assert_error_model(admin, 403)
+
+
+def test_a_parser_failure_falls_back_to_the_dotted_names(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: Any, **__: Any) -> Any:
+        raise IndexError("a parser bug")
+
+    monkeypatch.setattr("proxy.view_refs.sqlglot.parse", broken)
+    assert ("hr", "payroll") in set(sql_references("SELECT a FROM hr.payroll", "spark"))
+    monkeypatch.setattr("proxy.view_refs.sqlglot.tokenize", broken)
+    assert list(sql_references("SELECT a FROM hr.payroll", "spark")) == [("",)]
