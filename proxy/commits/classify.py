@@ -28,8 +28,15 @@ from pyiceberg.manifest import ManifestFile
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.types import StructType
 
-from proxy.commits.confine import table_locations
+from proxy.commits.confine import shown_path, table_locations
 from proxy.commits.diff import SnapshotChange, diff_snapshot
+from proxy.commits.held import (
+    check_fresh_manifest_lists,
+    check_statistics_files,
+    held_keys,
+    main_line,
+    main_manifests,
+)
 from proxy.commits.intent import CommitEvidence, CommitIntent, FileCounts, UnverifiableCommit
 from proxy.commits.limits import CommitLimits
 from proxy.commits.lineage import expected_first_row_ids, row_lineage_changes
@@ -42,7 +49,7 @@ from proxy.commits.rules import claim_disagreements, data_action, merge_data_act
 from proxy.commits.shape import DEFAULT_LIMITS, check_commit_shape
 from proxy.commits.snapshots import StepPlan, optional_id, plan_steps
 from proxy.commits.tombstones import removed_in_history, revival_reasons
-from proxy.commits.updates import CommitScan, apply_update
+from proxy.commits.updates import STATISTICS_FILE, CommitScan, apply_update
 from proxy.governance import Action
 
 MAIN_BRANCH = "main"
@@ -73,17 +80,21 @@ def classify_commit(body: Mapping[str, Any], base: TableMetadata | None, io: Fil
     for update in _list(body, "updates"):
         apply_update(update, scan)
     plan = _plan(scan, _asserted_refs(body))
+    check_fresh_manifest_lists(scan.added, scan.base)
     reader = ManifestReader(io, table_locations(scan.base, body), limits)
     reader.claim(s.manifest_list for s in scan.added.values())
     check_snapshot_references(body, scan.base, reader,
                               [s.manifest_list for s in scan.added.values()])
     for what, path in scan.referenced_files:
         reader.locations.require(path, what)
+    check_statistics_files([path for what, path in scan.referenced_files
+                            if what == STATISTICS_FILE], scan.base, reader)
     rows = RowVerifier.with_budget(limits.row_bytes_budget)
     row_ids = expected_first_row_ids(scan.base, _list(body, "updates"), scan.added)
     changes = [_history_checked(_verify(scan, plan, step_key, reader, rows, row_ids))
                for step_key in plan.steps]
-    return _intent(scan, plan, _without_revivals(scan, reader, changes), rows)
+    checked = _without_borrowed_files(scan, reader, _without_revivals(scan, reader, changes))
+    return _intent(scan, plan, checked, rows)
 
 
 def _list(body: Mapping[str, Any], key: str) -> list[Any]:
@@ -187,6 +198,33 @@ def _without_revivals(scan: CommitScan, reader: ManifestReader,
     return checked
 
 
+def _without_borrowed_files(scan: CommitScan, reader: ManifestReader,
+                            changes: list[tuple[SnapshotChange, Action]]
+                            ) -> list[tuple[SnapshotChange, Action]]:
+    """Each step off ``main``'s line that adds a file ``main`` or its own parent holds live,
+    marked as rewriting history (an UPDATE that also needs ``MANAGE_SNAPSHOTS``): expiring
+    that snapshot would delete the file (``held``)."""
+    line = main_line(scan.added, scan.refs)
+    if scan.base is None or all(c.snapshot_id in line for c, _ in changes):
+        return changes
+    held_by_main = held_keys(reader, main_manifests(scan.base, reader))
+    checked = []
+    for change, action in changes:
+        if change.snapshot_id not in line:
+            parent = scan.added[change.snapshot_id].parent_id
+            held = held_by_main | held_keys(reader, _manifests_of(scan, parent, reader))
+            borrowed = [f.path for f in change.added if f.key in held]
+            if borrowed:
+                scan.actions.add(Action.MANAGE_SNAPSHOTS)
+                change = replace(change, anomalies=(*change.anomalies, (
+                    f"snapshot {change.snapshot_id} adds {shown_path(borrowed[0])} again, a "
+                    "file the table holds live: expiring the snapshot would delete it")),
+                    rewrites_history=True)
+                action = Action.UPDATE
+        checked.append((change, action))
+    return checked
+
+
 def _history_checked(verified: tuple[SnapshotChange, Action]) -> tuple[SnapshotChange, Action]:
     """A snapshot that alters what it carries over rewrites history: an UPDATE, whatever else."""
     change, _ = verified
@@ -211,7 +249,7 @@ def _intent(scan: CommitScan, plan: StepPlan, changes: list[tuple[SnapshotChange
             rows: RowVerifier) -> CommitIntent:
     data = merge_data_actions({action for _, action in changes}
                               | ({Action.DELETE} if plan.replaces else set()))
-    actions = scan.actions | data | _pending_actions(scan)
+    actions = scan.actions | data | _pending_actions(scan) | _claimed_rewrites(scan, changes)
     reasons = _reasons(scan, changes)
     evidence = CommitEvidence(
         operations=tuple(s.operation or "none" for s in scan.added.values()),
@@ -224,6 +262,16 @@ def _intent(scan: CommitScan, plan: StepPlan, changes: list[tuple[SnapshotChange
         row_checks=tuple(rows.checks),
     )
     return CommitIntent(frozenset(actions or {Action.ALTER}), evidence)
+
+
+def _claimed_rewrites(scan: CommitScan, changes: list[tuple[SnapshotChange, Action]]
+                      ) -> set[Action]:
+    """REWRITE for a snapshot that claims ``replace`` but is classified otherwise: incremental
+    readers (Spark streaming, CDC) skip ``replace`` snapshots as compactions, so the claim
+    hides its rows from them — what only a principal trusted with rewrites may do."""
+    claims = any(scan.added[c.snapshot_id].operation == "replace" and action != Action.REWRITE
+                 for c, action in changes)
+    return {Action.REWRITE} if claims else set()
 
 
 def _pending_actions(scan: CommitScan) -> set[Action]:

@@ -50,7 +50,8 @@ from dataclasses import dataclass
 from pyiceberg.manifest import ManifestContent, ManifestEntryStatus, ManifestFile
 from pyiceberg.types import StructType
 
-from proxy.commits.confine import TableLocations, canonical_location
+from proxy.commits.confine import TableLocations, canonical_location, shown_path
+from proxy.commits.held import check_list_is_no_manifest
 from proxy.commits.history import (
     kept_file_relistings,
     kept_manifest_changes,
@@ -118,6 +119,7 @@ def diff_snapshot(reader: ManifestReader, snapshot_id: int, manifest_list: str,
     """
     after = reader.claimed_manifests(manifest_list)
     _require_unique(after)
+    check_list_is_no_manifest(manifest_list, (*before, *after))
     old_paths = {m.manifest_path for m in before}
     new_paths = {m.manifest_path for m in after}
     fresh = [m for m in after if m.manifest_path not in old_paths]
@@ -135,7 +137,8 @@ def diff_snapshot(reader: ManifestReader, snapshot_id: int, manifest_list: str,
                *[reason for m, entries in fresh_read for reason in fresh_record_changes(
                    m, entries, sequence_number, partition_types or {})],
                *_foreign_manifests(snapshot_id, fresh),
-               *_foreign_entries(snapshot_id, fresh_entries)]
+               *_foreign_entries(snapshot_id, fresh_entries),
+               *_own_row_ids(fresh_entries)]
     anomalies = [*_silently_dropped(fresh_entries, dropped_live), *history]
     return _change(reader, snapshot_id, fresh_entries, dropped_live, kept, anomalies,
                    bool(history))
@@ -224,6 +227,16 @@ def _foreign_entries(snapshot_id: int, fresh: list[Entry]) -> list[str]:
         return []
     return [f"entries added or deleted under another snapshot id than {snapshot_id}: "
             f"{_named(foreign)}"]
+
+
+def _own_row_ids(fresh: list[Entry]) -> list[str]:
+    """ADDED data files that carry a ``first_row_id`` of their own: writers leave it null, and
+    readers prefer it to the id the manifest assigns, so the rows would take ids the table's
+    lineage gave other rows (an insert passed off as an update of them)."""
+    return [f"ADDED data file {shown_path(e.file.path)} carries its own first_row_id "
+            f"{e.file.first_row_id}: row ids are assigned by its manifest"
+            for e in fresh if e.status == ManifestEntryStatus.ADDED and e.file.is_data
+            and e.file.first_row_id is not None][:3]
 
 
 def _silently_dropped(fresh: list[Entry], dropped_live: dict[_Key, ContentFile]) -> list[str]:

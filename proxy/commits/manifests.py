@@ -64,7 +64,8 @@ def file_key(content: DataFileContent, path: str, offset: int | None = None) -> 
 _CacheKey = tuple[str, int, ManifestContent, int]
 
 _DELETE_FILE_PATH_FIELD = 2147483546  # ``file_path`` of a position delete file's rows
-_REFERENCED_DATA_FILE = 17  # positions in the v3 data_file struct
+_FIRST_ROW_ID = 16  # positions in the v3 data_file struct
+_REFERENCED_DATA_FILE = 17
 _CONTENT_OFFSET = 18
 _NONE = type(None)
 # position -> accepted types, for the fields classification computes with
@@ -90,6 +91,7 @@ class ContentFile:
     offset: int | None = None
     sequence_number: int | None = None
     referenced_data_file: str | None = None
+    first_row_id: int | None = None  # format 3: its own (null: inherited, as writers leave it)
 
     @cached_property
     def key(self) -> FileKey:
@@ -320,6 +322,7 @@ def _entry(manifest: ManifestFile, raw: ManifestEntry) -> Entry:
         offset=data_file[_CONTENT_OFFSET],
         sequence_number=sequence,
         referenced_data_file=_referenced_data_file(data_file),
+        first_row_id=data_file[_FIRST_ROW_ID],
     )
     snapshot_id = raw.snapshot_id if raw.snapshot_id is not None else manifest.added_snapshot_id
     return Entry(ManifestEntryStatus(raw.status), snapshot_id, file, file_sequence,

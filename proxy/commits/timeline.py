@@ -4,10 +4,11 @@ Iceberg readers (the Java library, hence Spark) refuse to load metadata whose sn
 back in time by more than a minute, or whose snapshots carry sequence numbers above the table's
 last sequence number. A snapshot stamped before the one it follows (beyond that minute) or
 further in the future than the same minute (every honest snapshot after it would then go back in
-time), or a format-v2+ snapshot whose sequence number does not rise above everything before it,
-would make the table unloadable, or lock every other writer out: such a commit is refused,
-whatever rights the caller holds. A sequence number that does not rise is what a client built on
-a stale base sends, so it is refused as a conflict (409, nothing landed: the client retries).
+time), or a format-v2+ snapshot whose sequence number is not the next one (absent, not rising,
+or jumping ahead), would make the table unloadable, or lock every other writer out: such a
+commit is refused, whatever rights the caller holds. A sequence number that does not rise is
+what a client built on a stale base sends, so it is refused as a conflict (409, nothing landed:
+the client retries); one absent or jumping ahead is refused (400).
 Each snapshot is checked against the table *and* against the snapshots before it in the commit.
 """
 
@@ -33,19 +34,31 @@ def check_snapshot_order(added: Iterable[ClaimedSnapshot], base: TableMetadata |
     last_sequence = int(getattr(base, "last_sequence_number", 0) or 0)
     versioned = base is None or base.format_version >= 2
     for snapshot in added:
-        number = snapshot.sequence_number  # 0: absent (format v1)
-        if versioned and number:  # first: a stale client must get its 409
-            if number <= last_sequence:  # a client built on a stale base: retryable
-                raise CommitFailed(
-                    f"add-snapshot sequence-number {number} does not rise above the table's "
-                    f"last sequence number {last_sequence}: the table changed, retry")
-            last_sequence = number
+        if versioned:
+            last_sequence = _next_sequence(snapshot.sequence_number, last_sequence)
         stamp = snapshot.timestamp_ms
         if stamp < last_stamp - ORDER_TOLERANCE_MS or stamp > now_ms + FUTURE_TOLERANCE_MS:
             raise UnverifiableCommit(
                 "add-snapshot timestamp-ms would put the table's snapshot log out of order "
                 "(before the snapshot it follows, or in the future)")
         last_stamp = max(last_stamp, stamp)
+
+
+def _next_sequence(number: int, last: int) -> int:
+    """A format-v2+ snapshot's sequence number (0: absent) after ``last``: exactly the next
+    one. Lower is a client built on a stale base (409: retry); absent or higher is what no
+    writer sends: a missing number rewinds the table's last sequence number (Java then refuses
+    the table), a jump towards the end of the ``long`` range leaves every later writer's
+    ``last + 1`` overflowing (400)."""
+    if 0 < number <= last:  # first: a stale client must get its 409
+        raise CommitFailed(
+            f"add-snapshot sequence-number {number} does not rise above the table's last "
+            f"sequence number {last}: the table changed, retry")
+    if number != last + 1:
+        raise UnverifiableCommit(
+            f"add-snapshot sequence-number must be the table's next, {last + 1}"
+            + ("" if number else " (a table of format 2 or later needs one)"))
+    return number
 
 
 def _last_logged(base: TableMetadata | None) -> int:

@@ -157,13 +157,17 @@ def _remove_snapshots(update: Mapping[str, Any], scan: CommitScan) -> None:
     scan.actions.add(Action.MANAGE_SNAPSHOTS)
 
 
+STATISTICS_FILE = "statistics file"
+"""What ``referenced_files`` calls a statistics file (``held`` checks them)."""
+
+
 def _set_statistics(update: Mapping[str, Any], scan: CommitScan) -> None:
     scan.actions.add(Action.REWRITE)
     for key in ("statistics", "partition-statistics"):
         statistics = update.get(key)
         path = statistics.get("statistics-path") if isinstance(statistics, dict) else None
         if isinstance(path, str):
-            scan.referenced_files.append(("statistics file", path))
+            scan.referenced_files.append((STATISTICS_FILE, path))
 
 
 def _remove_statistics(update: Mapping[str, Any], scan: CommitScan) -> None:

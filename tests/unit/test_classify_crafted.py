@@ -95,7 +95,8 @@ def test_replace_that_grows_is_update(crafter: Crafter) -> None:
     merged = crafter.manifest(sid, [(DELETED, f1, s1), (DELETED, f2, s2),
                                     (ADDED, new_data("g", 4), 0)])
     intent = crafter.classify(crafter.body(crafter.snapshot(sid, [merged], "replace")))
-    assert intent.actions == {Action.UPDATE}
+    # UPDATE by its manifests; the false 'replace' claim needs REWRITE too (readers skip it)
+    assert intent.actions == {Action.UPDATE, Action.REWRITE}
     assert "claims 'replace' but its manifests show UPDATE" in (intent.evidence.mismatch or "")
 
 
@@ -105,7 +106,7 @@ def test_replace_that_only_removes_is_not_a_rewrite(crafter: Crafter) -> None:
     m2 = crafter.parent_manifests()[0]
     gone = crafter.manifest(sid, [(DELETED, f1, s1)])
     intent = crafter.classify(crafter.body(crafter.snapshot(sid, [gone, m2], "replace")))
-    assert intent.actions == {Action.DELETE} and not intent.evidence.verified
+    assert intent.actions == {Action.DELETE, Action.REWRITE} and not intent.evidence.verified
 
 
 def test_rewriting_only_manifests_is_rewrite(crafter: Crafter) -> None:
