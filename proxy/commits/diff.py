@@ -60,6 +60,7 @@ from proxy.commits.history import (
 from proxy.commits.intent import FileCounts, UnverifiableCommit
 from proxy.commits.listing import fresh_record_changes
 from proxy.commits.manifests import ContentFile, Entry, FileKey, ManifestReader
+from proxy.commits.vectors import check_one_vector_per_file
 
 _Key = FileKey
 _MAX_NAMED = 3
@@ -131,6 +132,7 @@ def diff_snapshot(reader: ManifestReader, snapshot_id: int, manifest_list: str,
     dropped = [e for m in before if m.manifest_path not in new_paths for e in reader.entries(m)]
     dropped_live = _live({}, dropped)
     _confine_new_files(reader.locations, fresh_entries, dropped_live)
+    check_one_vector_per_file(reader, kept, fresh_entries)
     history = [*kept_manifest_changes(before, after),
                *relisted_entry_changes(fresh_entries, {e.file.key: e for e in dropped if e.live}),
                *_kept_files_listed_again(reader, kept, fresh_entries, dropped_live),

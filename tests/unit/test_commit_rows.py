@@ -513,3 +513,20 @@ def test_partition_values_are_the_transforms_of_every_row(
                      for f in arrow}, schema=arrow)
     problem = partition_problem(spec, TRANSFORMED, (partition,), rows)
     assert (problem is None) == fits, problem
+
+
+@pytest.mark.parametrize("beside", ["kept", "fresh"])
+def test_a_second_live_deletion_vector_for_one_data_file_is_refused(rt: RowTable,
+                                                                     beside: str) -> None:
+    """A data file may have one live deletion vector: a second one beside it (kept from the
+    parent, or added in the same manifest) would make Java readers refuse the table."""
+    data, _ = f1(rt)
+    first = rt.write_vector("dv1", data.file_path, [0])
+    if beside == "kept":
+        add_deletes(rt, first, v3=True)
+    sid = next(_ids)
+    second = rt.write_vector("dv2", data.file_path, [1])
+    added = [(ADDED, second, 0)] + ([(ADDED, first, 0)] if beside == "fresh" else [])
+    manifest = v3_delete_manifest(rt.crafter, sid, added)
+    with pytest.raises(UnverifiableCommit, match="two deletion vectors"):
+        commit(rt, sid, [manifest, *rt.crafter.parent_manifests()], "delete")
