@@ -12,30 +12,35 @@ tables it may denote:
 
 A reference is seen when the reader can see one of those tables. Names defined by the query
 itself (common table expressions) and table functions are not references. SQL that does not
-parse is judged by every dotted name in it (columns included): only a reader who can see each
-of them gets the view (fail closed); SQL that does not even tokenize, or is longer than
-``MAX_SQL_CHARS``, is shown to nobody.
+parse, or that is past ``MAX_PARSED_CHARS`` for the view, is judged by every dotted name in it
+(columns and keywords included): only a reader who can see each of them gets the view (fail
+closed).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import sqlglot
-from sqlglot import TokenType, exp
-from sqlglot.errors import SqlglotError
+from sqlglot import exp
 
 from proxy.resources import Resource
 
 Name = tuple[str, ...]
 """A dotted table reference, part by part (``("hr", "payroll")``)."""
 
-_NAME_TOKENS = frozenset({TokenType.VAR, TokenType.IDENTIFIER})
-MAX_SQL_CHARS = 256 * 1024
-"""Longer SQL is not parsed (a view's definition is a query, not a program): fail closed."""
+MAX_PARSED_CHARS = 256 * 1024
+"""SQL parsed per view, all versions together; beyond it, SQL is scanned for dotted names."""
+MAX_SCANNED_NAMES = 10_000
+"""Distinct dotted names a scan considers; more is read as a name nobody can see."""
 UNREADABLE: Name = ("",)
-"""What SQL too long or too broken to read refers to: a name no table has."""
+"""A name no table has: what SQL that cannot be read in bounds refers to (fail closed)."""
+_DIALECTS = frozenset(d.value for d in sqlglot.Dialects if d.value)
+_NAME = r'(?:`(?:[^`]|``)*`|"(?:[^"]|"")*"|[^\W\d][\w$]*)'
+_DOTTED = re.compile(_NAME + r"(?:\s*\.\s*" + _NAME + ")*")
+_PART = re.compile(_NAME)
 METADATA_TABLES = frozenset({
     "all_data_files", "all_delete_files", "all_entries", "all_files", "all_manifests",
     "data_files", "delete_files", "entries", "files", "history", "manifests",
@@ -48,36 +53,65 @@ def unseen_reference(metadata: dict[str, Any], catalog: str,
                      can_see: Callable[[Resource], bool]) -> Name | None:
     """The first table reference of the view ``metadata`` that names no table the reader can
     see (``can_see``), or None when it can see what every version reads."""
+    reader = _SqlReader()
     for version in _versions(metadata):
         default = _default_namespace(version)
-        for name in version_references(version):
+        for name in reader.references(version):
             if not any(can_see(table) for table in denoted(name, default, catalog)):
                 return name
     return None
 
 
-def version_references(version: dict[str, Any]) -> Iterator[Name]:
-    """The table references of every SQL representation of one view version."""
-    for representation in version.get("representations") or ():
-        if isinstance(representation, dict) and isinstance(representation.get("sql"), str):
-            yield from sql_references(representation["sql"], representation.get("dialect"))
-
-
 def sql_references(sql: str, dialect: Any = None) -> Iterator[Name]:
-    """The table references of one SQL text; every dotted name when it does not parse; one
-    name nobody can see when it is longer than ``MAX_SQL_CHARS`` (not read at all)."""
-    if len(sql) > MAX_SQL_CHARS:
-        yield UNREADABLE
-        return
-    read = _dialect(dialect)
-    try:
-        trees = sqlglot.parse(sql, read=read)
-    except Exception:  # a parser's failure on hostile text: read it as tokens
-        yield from _dotted_names(sql, read)
-        return
-    for tree in trees:
-        if tree is not None:
-            yield from _tables(tree)
+    """The table references of one SQL text; every dotted name when it does not parse or is
+    longer than ``MAX_PARSED_CHARS``."""
+    return _SqlReader().read(sql, dialect)
+
+
+class _SqlReader:
+    """Reads the SQL of one view: each (text, dialect) once, at most ``MAX_PARSED_CHARS``
+    parsed in all (the rest is scanned for dotted names, which is linear and fast)."""
+
+    def __init__(self) -> None:
+        self._budget = MAX_PARSED_CHARS
+        self._seen: set[tuple[str, str | None]] = set()
+
+    def references(self, version: dict[str, Any]) -> Iterator[Name]:
+        """The table references of every SQL representation of one view version."""
+        for representation in version.get("representations") or ():
+            if isinstance(representation, dict) and isinstance(representation.get("sql"), str):
+                yield from self.read(representation["sql"], representation.get("dialect"))
+
+    def read(self, sql: str, dialect: Any) -> Iterator[Name]:
+        read = _dialect(dialect)
+        if (sql, read) in self._seen:
+            return iter(())
+        self._seen.add((sql, read))
+        if len(sql) > self._budget:
+            self._budget = 0
+            return dotted_names(sql)
+        self._budget -= len(sql)
+        try:
+            trees = sqlglot.parse(sql, read=read)
+        except Exception:  # a parser's failure on hostile text: read its dotted names
+            return dotted_names(sql)
+        return (name for tree in trees if tree is not None for name in _tables(tree))
+
+
+def dotted_names(sql: str) -> Iterator[Name]:
+    """Every dotted name in ``sql`` (words and quoted names joined by dots: columns, keywords
+    and tables alike), each once; past ``MAX_SCANNED_NAMES`` distinct ones, a name nobody can
+    see (fail closed)."""
+    seen: set[Name] = set()
+    for match in _DOTTED.finditer(sql):
+        name = tuple(_unquoted(part) for part in _PART.findall(match.group(0)))
+        if name in seen:
+            continue
+        if len(seen) >= MAX_SCANNED_NAMES:
+            yield UNREADABLE
+            return
+        seen.add(name)
+        yield name
 
 
 def denoted(name: Name, default: Name, catalog: str) -> Iterator[Resource]:
@@ -109,39 +143,15 @@ def _tables(tree: exp.Expr) -> Iterator[Name]:
         yield name
 
 
-def _dotted_names(sql: str, dialect: str | None) -> Iterator[Name]:
-    """Every dotted name in ``sql`` (identifiers joined by dots), from its tokens alone; a
-    text that does not even tokenize yields one name no reader can see."""
-    try:
-        tokens = sqlglot.tokenize(sql, read=dialect)
-    except Exception:  # the tokenizer's failure on hostile text: fail closed
-        yield UNREADABLE
-        return
-    current: list[str] = []
-    joined = False
-    for token in tokens:
-        if token.token_type in _NAME_TOKENS and (joined or not current):
-            current.append(token.text)
-            joined = False
-        elif token.token_type == TokenType.DOT and current:
-            joined = True
-        else:
-            if current:
-                yield tuple(current)
-            current = [token.text] if token.token_type in _NAME_TOKENS else []
-            joined = False
-    if current:
-        yield tuple(current)
-
-
 def _dialect(name: Any) -> str | None:
-    if not isinstance(name, str):
-        return None
-    try:
-        sqlglot.Dialect.get_or_raise(name.lower())
-    except (ValueError, SqlglotError):
-        return None
-    return name.lower()
+    """The sqlglot dialect of a representation's ``dialect`` (None: sqlglot's own)."""
+    return name.lower() if isinstance(name, str) and name.lower() in _DIALECTS else None
+
+
+def _unquoted(part: str) -> str:
+    if len(part) >= 2 and part[0] == part[-1] and part[0] in "`\"":
+        return part[1:-1].replace(part[0] * 2, part[0])
+    return part
 
 
 def _versions(metadata: dict[str, Any]) -> Iterable[dict[str, Any]]:
