@@ -30,6 +30,7 @@ input, which is never mutated.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -106,6 +107,7 @@ class _Removal:
 
     owners: Mapping[int, str]
     top_ids: frozenset[int]
+    names: frozenset[str] = frozenset()  # every name the removed columns have had
 
     @staticmethod
     def of(schemas: Sequence[Json], names: frozenset[str]) -> _Removal:
@@ -115,12 +117,14 @@ class _Removal:
                 if field.get("name") in names:
                     tops.setdefault(field["id"], field["name"])
         owners: dict[int, str] = dict(tops)
+        had: set[str] = set()
         for schema in schemas:
             for field in _fields(schema):
                 if field.get("id") in tops:
                     owners.update(dict.fromkeys(_nested_ids(field.get("type")),
                                                 tops[field["id"]]))
-        return _Removal(owners, frozenset(tops))
+                    had.add(str(field.get("name")))
+        return _Removal(owners, frozenset(tops), frozenset(had))
 
     def __bool__(self) -> bool:
         return bool(self.top_ids)
@@ -173,7 +177,7 @@ NAME_MAPPING = "schema.name-mapping.default"
 def _project_properties(properties: Json, removal: _Removal) -> Json:
     """Table properties without the ones about removed columns (``….column.<name>`` settings)
     and with the removed fields cut from the default name mapping."""
-    names = set(removal.owners.values())
+    names = removal.names | set(removal.owners.values())
     kept = {k: v for k, v in properties.items()
             if not any(k.endswith(f".column.{n}") or f".column.{n}." in k for n in names)}
     if isinstance(kept.get(NAME_MAPPING), str):
@@ -199,12 +203,39 @@ def _project_name_mapping(text: str, removal: _Removal) -> str:
 
 
 def _project_schema(schema: Json, removal: _Removal) -> Json:
-    projected = {**schema, "fields": [f for f in _fields(schema)
+    hidden = {name.lower() for name in removal.names | set(removal.owners.values())}
+    projected = {**schema, "fields": [_without_telling_docs(f, hidden) for f in _fields(schema)
                                       if f.get("id") not in removal.top_ids]}
     identifiers = schema.get("identifier-field-ids")
     if isinstance(identifiers, list):
         projected["identifier-field-ids"] = [i for i in identifiers if i not in removal.owners]
     return projected
+
+
+def _without_telling_docs(field: Json, hidden: set[str]) -> Json:
+    """``field`` (and the fields nested in it) without a ``doc`` that names a hidden column."""
+    kept = dict(field)
+    doc = kept.get("doc")
+    if isinstance(doc, str) and not hidden.isdisjoint(w.lower() for w in _WORD.findall(doc)):
+        del kept["doc"]
+    kind = kept.get("type")
+    if isinstance(kind, dict):
+        kept["type"] = _type_without_telling_docs(kind, hidden)
+    return kept
+
+
+def _type_without_telling_docs(kind: Json, hidden: set[str]) -> Json:
+    projected = dict(kind)
+    if isinstance(kind.get("fields"), list):
+        projected["fields"] = [_without_telling_docs(f, hidden) if isinstance(f, dict) else f
+                               for f in kind["fields"]]
+    for key in ("element", "key", "value"):
+        if isinstance(kind.get(key), dict):
+            projected[key] = _type_without_telling_docs(kind[key], hidden)
+    return projected
+
+
+_WORD = re.compile(r"[^\W\d][\w$]*")
 
 
 def _refuse_hidden_partitions(metadata: Json, removal: _Removal, view: ReadView) -> None:
