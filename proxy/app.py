@@ -103,7 +103,7 @@ def create_app(settings: Settings, backing: Backing | None = None,
                       settings.planning.mask_capable_principals)
     planner = Planner(ManifestCache(settings.planning.manifest_cache_entries),
                       settings.planning.threads)
-    answers = TableAnswers(views, authorizer.restricts)
+    answers = TableAnswers(views, authorizer.restricts, authorizer.restricted_anywhere)
     config = ConfigHandler(forwarder, offers, iso_duration(settings.idempotency.lifetime_seconds)
                            if idempotency is not None else None, authorizer.restricted_anywhere)
     handlers = _governed_handlers(settings, forwarder, authorizer,

@@ -25,7 +25,7 @@ from proxy.errors import BackingFailed, Forbidden
 from proxy.governance import Principal
 from proxy.inbound import InboundRequest
 from proxy.read_views import ReadViews, describe
-from proxy.reads.credentials import without_credentials
+from proxy.reads.credentials import without_config_secrets, without_credentials
 from proxy.reads.projection import project_load_result
 from proxy.reads.writes import spec_refusal
 from proxy.resources import Resource
@@ -37,13 +37,28 @@ MayRestrict = Callable[[Principal, Resource], bool]
 class TableAnswers:
     """Projects table metadata answers for the principals policy restricts."""
 
-    def __init__(self, views: ReadViews, may_restrict: MayRestrict) -> None:
+    def __init__(self, views: ReadViews, may_restrict: MayRestrict,
+                 restricted_anywhere: Callable[[Principal], bool] = lambda _: False) -> None:
         self._views = views
         self._may_restrict = may_restrict
+        self._restricted_anywhere = restricted_anywhere
 
     def restricted(self, principal: Principal | None, table: Resource) -> bool:
         """True when some column or row rule may apply to ``principal`` on ``table``."""
         return principal is not None and self._may_restrict(principal, table)
+
+    def keeps_secrets_from(self, principal: Principal | None) -> bool:
+        """True when some column or row rule applies to ``principal`` anywhere: it gets no
+        secret config property, even for a table it may read whole."""
+        return principal is not None and self._restricted_anywhere(principal)
+
+    def without_config_secrets(self, response: Response) -> Response:
+        """``response`` (read in full) without secret config properties."""
+        cleaned = without_config_secrets(bytes(response.body))
+        if response.status_code != 200 or cleaned is None:
+            return response
+        return Response(cleaned, media_type="application/json",
+                        headers={"cache-control": "no-store"})
 
     def projected(self, body: bytes, principal: Principal, table: Resource,
                   inbound: InboundRequest, evidence: list[dict[str, Any]],
@@ -99,9 +114,11 @@ class TableAnswers:
         """``response`` (already read in full) projected for the admitted principal
         (``keep_location``: see ``projected``)."""
         principal = admission.principal
-        if response.status_code != 200 or principal is None or not self.restricted(
-                principal, table):
+        if response.status_code != 200 or principal is None:
             return response
+        if not self.restricted(principal, table):
+            return self.without_config_secrets(response) if self.keeps_secrets_from(
+                principal) else response
         projected = self.projected(bytes(response.body), principal, table, inbound,
                                    admission.evidence, keep_location=keep_location)
         if projected is None:
@@ -131,7 +148,8 @@ class LoadTableHandler:
 
     async def load_table(self, inbound: InboundRequest, admission: Admission) -> Response:
         principal, table = admission.principal, admission.intent.needs[0].resource
-        if principal is None or not self._answers.restricted(principal, table):
+        if not self._answers.keeps_secrets_from(principal) and (
+                principal is None or not self._answers.restricted(principal, table)):
             return await self._forwarder.forward(inbound)
         upstream = await self._forwarder.exchange(inbound)
         return await self._answers.project_response(relayed_answer(upstream, upstream.content),

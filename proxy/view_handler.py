@@ -35,6 +35,7 @@ from proxy.errors import BackingUnavailable, Forbidden
 from proxy.inbound import InboundRequest
 from proxy.policy import PolicyAuthorizer
 from proxy.read_views import ReadViews
+from proxy.reads.credentials import without_config_secrets
 from proxy.view_refs import unseen_reference
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
@@ -55,6 +56,12 @@ class ViewHandlers:
         if upstream.status_code == 200 and await self._conceals(
                 _metadata(upstream.content), hidden, admission):
             raise _refused(admission, "load")
+        if upstream.status_code == 200 and admission.principal is not None \
+                and self._authorizer.restricted_anywhere(admission.principal):
+            cleaned = without_config_secrets(upstream.content)
+            if cleaned is not None:  # a warehouse-wide key reads what rules restrict
+                return Response(cleaned, media_type="application/json",
+                                headers={"cache-control": "no-store"})
         return relayed_answer(upstream, upstream.content)
 
     async def create_view(self, inbound: InboundRequest, admission: Admission) -> Response:

@@ -215,11 +215,6 @@ def test_the_config_does_not_tell_which_other_warehouses_exist(tmp_path: Path) -
 WAREHOUSE_SECRET = {"s3.access-key-id": "AKIAWAREHOUSE", "s3.secret-access-key": "WH-SECRET"}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a principal restricted on one table gets the backing's warehouse-wide FileIO secrets "
-    "in the loadTable config of any table it is not restricted on: /v1/config strips them "
-    "for it, loadTable of an unrestricted table relays them, and they read the restricted "
-    "table's files too"))
 def test_a_restricted_principal_gets_no_warehouse_secret_through_an_unrestricted_table(
         tmp_path: Path) -> None:
     """The backing puts the same static S3 keys (not scoped to any prefix) in its catalog
@@ -243,9 +238,6 @@ def test_a_restricted_principal_gets_no_warehouse_secret_through_an_unrestricted
     assert "WH-SECRET" not in loaded.text, loaded.text
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "loadView relays the backing's LoadViewResult whole: its config keeps FileIO secrets "
-    "that loadTable and /v1/config withhold from a restricted principal"))
 def test_load_view_config_drops_fileio_secrets_for_a_restricted_principal(
         tmp_path: Path) -> None:
     """A LoadViewResult has a ``config`` map like a LoadTableResult's. The analyst loads a
