@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import json
 import secrets
 import time
@@ -40,6 +41,7 @@ from proxy.planning.settings import PlanningSettings
 from proxy.planning.tokens import Kind, TaskClaims, seal, unseal
 from proxy.read_context import ReadContext, TableReader, hidden_field_ids, judge
 from proxy.read_views import describe
+from proxy.restrictions import ReadView
 
 Generation = Callable[[], int]
 
@@ -114,7 +116,7 @@ class PlanService:
             snapshot_id=request.snapshot_id or request.end_snapshot_id,
             policy_generation=self._generation(),
             expires_at=self._clock() + self._settings.task_ttl_seconds,
-            scan=request.to_json(), view_key=context.view.cache_key(),
+            scan=request.to_json(), view_key=(self._view_digest(context.view),),
             nonce=secrets.token_hex(8))
         return Scan(context, request, claims, self._plan_id(claims))
 
@@ -129,12 +131,19 @@ class PlanService:
         context = await self._reader.for_admission(inbound, admission)
         if str(context.metadata.table_uuid) != claims.table_uuid:
             raise _missing(kind)
-        if tuple(context.view.cache_key()) != tuple(claims.view_key):
+        if tuple(claims.view_key) != (self._view_digest(context.view),):
             raise Forbidden("the policy changed what you may read of this table since the "
                             "scan was planned; plan it again")
         request = parse_scan_request(dict(claims.scan))
         judge(context, request)
         return Scan(context, request, claims, token)
+
+    def _view_digest(self, view: ReadView) -> str:
+        """The read view a scan was planned under, as a keyed digest: a token is signed, not
+        encrypted, and the view's own key names the columns hidden from its holder."""
+        text = json.dumps(view.cache_key(), default=str, sort_keys=True)
+        return hmac.new(self._key, b"icegov read view\x00" + text.encode(),
+                        hashlib.sha256).hexdigest()
 
     def _plan_id(self, claims: TaskClaims) -> str:
         """The plan id of ``claims``: the whole scan in it when that fits a URL (any replica

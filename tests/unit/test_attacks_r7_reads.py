@@ -53,11 +53,6 @@ def token_claims(token: str) -> bytes:
 
 # == 1. Plan ids and plan tasks are signed, not sealed ============================================
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a plan id (and every plan task) is signed but not encrypted: its claims carry the "
-    "principal's ReadView.cache_key(), i.e. the names of the columns denied to it (every "
-    "name the hidden field ever had) and of its masked columns, which loadTable and the plan "
-    "errors take care never to tell"))
 def test_a_plan_id_does_not_name_the_columns_hidden_from_its_holder(tmp_path: Path) -> None:
     """The analyst plans a scan of ``demo.customers`` selecting only ``id`` and base64-decodes
     and inflates the plan id it is handed (no key is needed: the MAC authenticates, nothing
