@@ -21,7 +21,9 @@ from proxy.commits import UnverifiableCommit
 from proxy.errors import BackingFailed, BadRequest, Forbidden
 from proxy.governance import Principal
 from proxy.inbound import InboundRequest
+from proxy.planning.filter_json import bind_filter
 from proxy.planning.request import ScanRequest
+from proxy.planning.scope import require_snapshots
 from proxy.read_views import ReadViews, hidden_ids, hidden_owners
 from proxy.reads.projection import partition_refusal
 from proxy.resources import Resource
@@ -87,7 +89,12 @@ def judge(context: ReadContext, request: ScanRequest) -> None:
     """400 when the request names a column hidden from the principal (in select, filter or
     stats-fields: answered as a column that does not exist), 403 when the principal's row
     filter cannot apply to the table."""
+    require_snapshots(context.metadata, request.snapshot_id, request.start_snapshot_id,
+                      request.end_snapshot_id)  # first: as for a scan naming no hidden column
     schema = scan_schema(context.metadata, request)
+    hidden = context.view.hidden(context.applies_masks)
+    bind_filter(request.filter, Schema(*(f for f in schema.fields if f.name not in hidden)),
+                request.case_sensitive)  # a hidden column fails where a missing one would
     parts = (("select", request.select or ()), ("filter", sorted(request.filter_columns)),
              ("stats-fields", request.stats_fields or ()))
     for bound_to in _every_schema(context.metadata, schema):  # whichever one the scan binds

@@ -84,6 +84,18 @@ def resolve_scope(metadata: TableMetadata, io: FileIO, spec: ScanSpec,
                  tuple(m for m in manifests if m.content == ManifestContent.DELETES))
 
 
+def require_snapshots(metadata: TableMetadata, snapshot_id: int | None,
+                      start_snapshot_id: int | None, end_snapshot_id: int | None) -> None:
+    """``NotFound``, worded as ``resolve_scope`` words it, for a snapshot the scan names that
+    the table does not have (checked before anything else about the scan is judged)."""
+    if snapshot_id is not None and metadata.snapshot_by_id(snapshot_id) is None:
+        raise NotFound(f"snapshot {snapshot_id} does not exist in this table")
+    if end_snapshot_id is not None and metadata.snapshot_by_id(end_snapshot_id) is None:
+        raise NotFound(f"end snapshot {end_snapshot_id} does not exist in this table")
+    if start_snapshot_id is not None and metadata.snapshot_by_id(start_snapshot_id) is None:
+        raise NotFound(f"start snapshot {start_snapshot_id} does not exist in this table")
+
+
 def _schema(metadata: TableMetadata, snapshot: Snapshot | None, of_snapshot: bool) -> Schema:
     if of_snapshot and snapshot is not None and snapshot.schema_id is not None:
         found = metadata.schema_by_id(snapshot.schema_id)

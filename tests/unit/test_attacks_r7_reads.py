@@ -77,11 +77,6 @@ def test_a_plan_id_does_not_name_the_columns_hidden_from_its_holder(tmp_path: Pa
 NO_SNAPSHOT = 999  # no snapshot of the table has this id
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "judge() refuses a hidden column (400) before the snapshot is resolved, while a column "
-    "that does not exist is only noticed when the planner binds the filter or stats-fields, "
-    "after an unknown snapshot-id has answered 404: the status tells a hidden column from a "
-    "missing one"))
 @pytest.mark.parametrize("part", ["filter", "stats-fields"])
 def test_an_unknown_snapshot_answers_alike_for_hidden_and_missing_columns(
         tmp_path: Path, part: str) -> None:
@@ -104,10 +99,6 @@ def test_an_unknown_snapshot_answers_alike_for_hidden_and_missing_columns(
     assert hidden.status_code == missing.status_code, (hidden.text, missing.text)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the hidden column is refused before the filter is bound, a missing one while binding: "
-    "a filter whose other predicate has a literal of the wrong type answers 'Could not find "
-    "field' for a hidden column and 'Could not convert' for a missing one"))
 def test_a_badly_typed_predicate_answers_alike_beside_hidden_and_missing_columns(
         tmp_path: Path) -> None:
     """``id = 'abc'`` (not a long) AND ``<name> = 'x'``: for ``ssn`` icegov's access check
