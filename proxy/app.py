@@ -104,15 +104,19 @@ def create_app(settings: Settings, backing: Backing | None = None,
     planner = Planner(ManifestCache(settings.planning.manifest_cache_entries),
                       settings.planning.threads)
     answers = TableAnswers(views, authorizer.restricts, authorizer.restricted_anywhere)
+    catalogs = CatalogNames(settings.catalog_name, settings.catalogs,
+                            settings.name_case == "lower")
     config = ConfigHandler(forwarder, offers, iso_duration(settings.idempotency.lifetime_seconds)
-                           if idempotency is not None else None, authorizer.restricted_anywhere)
+                           if idempotency is not None else None, authorizer.restricted_anywhere,
+                           catalogs)
     handlers = _governed_handlers(settings, forwarder, authorizer,
                                   _Reads(views, planner, answers), config,
                                   identity.token_endpoint, metrics)
     metrics.watch(manifest_cache=lambda: planner.manifests.stats, policy=authorizer, audit=audit)
     dispatcher = GovernedDispatcher(
         RouteTable(), handlers, _forward(forwarder),
-        _gate(settings, identity.authenticator, authorizer, offers, forwarder, views), audit,
+        _gate(settings, identity.authenticator, authorizer, offers, forwarder, views,
+              catalogs), audit,
         settings.max_body_bytes, idempotency=idempotency, metrics=metrics,
         replayers={"commit_table": answers.replayed, "create_table": answers.replayed},
     )
@@ -167,11 +171,11 @@ def _forwarder(settings: Settings, backing: Backing, metrics: Metrics) -> Forwar
 
 
 def _gate(settings: Settings, authenticator: Authenticator, authorizer: PolicyAuthorizer,
-          offers: BackingOffers, forwarder: Forwarder, views: ReadViews) -> Gate:
+          offers: BackingOffers, forwarder: Forwarder, views: ReadViews,
+          catalogs: CatalogNames) -> Gate:
     """The one authorizer seam every governed request passes."""
     return Gate(
-        authenticator, authorizer, offers,
-        CatalogNames(settings.catalog_name, settings.catalogs, settings.name_case == "lower"),
+        authenticator, authorizer, offers, catalogs,
         ChangeClassifier(forwarder.fetch, forwarder.post_json, settings.commit_limits,
                          settings.file_io),
         settings.commit_limits.max_table_changes, views, NamespacePaths(forwarder.fetch),

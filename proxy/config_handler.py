@@ -29,7 +29,8 @@ from proxy.admission import Admission
 from proxy.backing.forward import Forwarder, relayed
 from proxy.backing.offers import CONFIG_PATH, BackingOffers
 from proxy.commits.operations import DATA_OPERATIONS
-from proxy.errors import BackingUnavailable
+from proxy.enforce import CatalogNames
+from proxy.errors import BackingUnavailable, NotFound
 from proxy.governance import Principal
 from proxy.inbound import InboundRequest
 from proxy.reads.credentials import is_secret_property
@@ -55,17 +56,23 @@ class ConfigHandler:
 
     def __init__(self, forwarder: Forwarder, offers: BackingOffers,
                  idempotency_key_lifetime: str | None = None,
-                 restricted: Callable[[Principal], bool] | None = None) -> None:
+                 restricted: Callable[[Principal], bool] | None = None,
+                 catalogs: CatalogNames | None = None) -> None:
         """``restricted``: whether column or row rules restrict a principal anywhere (its
-        config then holds no storage credential, as its loadTable answers do not)."""
+        config then holds no storage credential, as its loadTable answers do not);
+        ``catalogs``: the prefixes icegov serves (a ``?warehouse=`` config of any other
+        catalog of the backing is 404, like the catalog itself)."""
         self._forwarder = forwarder
         self._offers = offers
         self._lifetime = idempotency_key_lifetime
         self._restricted = restricted
+        self._catalogs = catalogs
 
     async def get_config(self, inbound: InboundRequest, admission: Admission) -> Response:
         upstream = await self._forwarder.fetch(CONFIG_PATH, inbound.query_string, inbound.headers)
         if upstream.status_code != 200:
+            if inbound.query_string and upstream.status_code < 500:
+                raise NotFound("no such catalog")  # the same for one icegov does not serve
             return relayed(upstream, upstream.content)
         try:
             config = json.loads(upstream.content)
@@ -75,6 +82,8 @@ class ConfigHandler:
             raise BackingUnavailable("backing catalog config is not a JSON object")
         offer = (self._offers.learn(config) if not inbound.query_string
                  else self._offers.parse(config))
+        if inbound.query_string:
+            await self._require_served(offer.prefix, inbound)
         config["endpoints"] = sorted((offer.endpoints & FORWARDABLE) | PLANNING_SPECS)
         config["defaults"] = {**_without_steering(config.get("defaults"), "defaults"),
                               DATA_OPERATIONS_KEY: ",".join(sorted(DATA_OPERATIONS))}
@@ -88,6 +97,18 @@ class ConfigHandler:
         if self._lifetime is not None:
             config[LIFETIME] = self._lifetime
         return JSONResponse(config)
+
+
+    async def _require_served(self, prefix: str | None, inbound: InboundRequest) -> None:
+        """404 for the config of a catalog (``?warehouse=``) icegov does not serve: its
+        settings (storage keys among them) are for a catalog no request may reach."""
+        if self._catalogs is None:
+            return
+        default = await self._offers.current(inbound.headers)
+        try:
+            self._catalogs.resolve(prefix, default)
+        except NotFound:
+            raise NotFound("no such catalog") from None
 
 
 def _without_steering(section: Any, name: str) -> dict[str, Any]:

@@ -161,11 +161,6 @@ def warehouses_backing() -> Upstream:
     return Upstream(answer, config=False)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "GET /v1/config passes the caller's query string to the backing: ?warehouse= fetches "
-    "the config of any warehouse of the backing, including one whose prefix icegov refuses "
-    "to serve (404 'no such catalog'), with the storage secrets in its defaults for every "
-    "principal that no column or row rule restricts"))
 def test_the_config_of_a_warehouse_icegov_does_not_serve_hands_out_no_secret(
         tmp_path: Path) -> None:
     """The writer asks ``/v1/config?warehouse=finance``. icegov serves only the backing's
@@ -181,10 +176,6 @@ def test_the_config_of_a_warehouse_icegov_does_not_serve_hands_out_no_secret(
     assert "FINANCE-SECRET" not in config.text, config.text
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "GET /v1/config?warehouse=X relays the backing's answer: 200 for a warehouse that "
-    "exists, the backing's 404 for one that does not; an existence oracle over catalogs "
-    "icegov does not serve"))
 def test_the_config_does_not_tell_which_other_warehouses_exist(tmp_path: Path) -> None:
     """Any principal (the analyst here) tells the backing's warehouses apart by the status of
     ``/v1/config?warehouse=<guess>``: 200 for ``finance``, 404 for ``nosuch``, though neither
