@@ -6,9 +6,8 @@ Principals are the demo policy's: ``analyst`` (``demo.customers.ssn`` denied, ``
 or row rule anywhere). Tables are real (pyiceberg ``SqlCatalog`` in ``tmp_path``) behind a fake
 backing that serves their metadata, as in round 6.
 
-Each real finding is pinned with ``xfail(strict=True)`` (it turns into a failure, and so into a
-reminder, the day it is fixed); attacks that are refused keep a passing test so that a
-regression shows."""
+Every finding of the round is fixed; its test now asserts the fix. Attacks that were refused
+from the start keep their passing tests, so that a regression shows."""
 
 from __future__ import annotations
 
