@@ -170,8 +170,8 @@ def spec_manifest(crafter: Crafter, snapshot_id: int, entries: list[tuple[Any, D
     return writer.to_manifest_file()
 
 
-class V3DeleteManifestWriter(DeleteManifestWriter):
-    """Delete manifests with the v3 entry schema, so deletion vectors keep their offsets."""
+class V3Entries(ManifestWriterV2):
+    """A manifest writer that writes the v3 entry schema (pyiceberg 0.12 writes v2 entries)."""
 
     @property
     def version(self) -> Any:
@@ -182,6 +182,15 @@ class V3DeleteManifestWriter(DeleteManifestWriter):
             output_file=self._output_file, file_schema=self._with_partition(3),
             record_schema=self._with_partition(3), schema_name="manifest_entry",
             metadata=self._meta)
+
+
+class V3DeleteManifestWriter(V3Entries, DeleteManifestWriter):
+    """Delete manifests with the v3 entry schema, so deletion vectors keep their offsets."""
+
+
+class V3DataManifestWriter(V3Entries):
+    """Data manifests with the v3 entry schema, so a data file's own ``first_row_id`` is
+    written."""
 
 
 def v3_delete_manifest(crafter: Crafter, snapshot_id: int,

@@ -31,7 +31,6 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from pyiceberg.avro.file import AvroOutputFile
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.manifest import (
     DataFile,
@@ -40,7 +39,6 @@ from pyiceberg.manifest import (
     ManifestEntry,
     ManifestEntryStatus,
     ManifestFile,
-    ManifestWriterV2,
     write_manifest_list,
 )
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
@@ -56,7 +54,7 @@ from proxy.commits.timeline import check_snapshot_order
 from proxy.errors import CommitFailed
 from proxy.governance import Action
 from tests.support.commit_capture import Crafter
-from tests.support.row_files import RowTable
+from tests.support.row_files import RowTable, V3DataManifestWriter
 from tests.support.settings import settings_for_tests
 from tests.unit import test_commit_lineage as lineage
 
@@ -383,21 +381,6 @@ def test_an_insert_claiming_replace_is_not_admitted_as_an_insert(rt: RowTable) -
 
 # 6. Format-3 row ids carried by the data file itself -------------------------------------------
 
-class _V3DataManifestWriter(ManifestWriterV2):
-    """Data manifests with the v3 entry schema, so a data file's own ``first_row_id`` is
-    written (pyiceberg 0.12 writes v2 data manifests only)."""
-
-    @property
-    def version(self) -> Any:
-        return 3
-
-    def new_writer(self) -> AvroOutputFile[ManifestEntry]:
-        return AvroOutputFile[ManifestEntry](
-            output_file=self._output_file, file_schema=self._with_partition(3),
-            record_schema=self._with_partition(3), schema_name="manifest_entry",
-            metadata=self._meta)
-
-
 def test_an_added_data_file_naming_existing_row_ids_rewrites_history(tmp_path: Path) -> None:
     """MEDIUM. In a format-3 table (``next-row-id`` 10; rows 0..2 assigned), ``writer`` appends
     one file whose manifest-list record, ``first-row-id`` and ``added-rows`` are exactly what
@@ -416,7 +399,7 @@ def test_an_added_data_file_naming_existing_row_ids_rewrites_history(tmp_path: P
         file_path=f"{crafter.table.location()}/data/forged-{sid}.parquet", partition=Record(),
         record_count=1, file_size_in_bytes=10, first_row_id=0)
     out = crafter.table.io.new_output(str(crafter.folder / f"m-{sid}.avro"))
-    with _V3DataManifestWriter(UNPARTITIONED_PARTITION_SPEC, crafter.table.schema(), out, sid,
+    with V3DataManifestWriter(UNPARTITIONED_PARTITION_SPEC, crafter.table.schema(), out, sid,
                                "null") as writer:
         writer.add_entry(ManifestEntry.from_args(_table_format_version=3, status=ADDED,
                                                  snapshot_id=sid, data_file=forged))
