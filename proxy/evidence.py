@@ -39,7 +39,7 @@ from proxy.commits.operations import (
 )
 from proxy.commits.shape import updates_of
 from proxy.commits.snapshots import added_snapshots
-from proxy.commits.timeline import check_snapshot_order
+from proxy.commits.timeline import check_snapshot_order, commit_format
 from proxy.commits.written import discard
 from proxy.errors import CommitFailed
 from proxy.governance import Action
@@ -91,7 +91,8 @@ class ChangeClassifier:
     async def _classify(self, inbound: InboundRequest, change: TableChange,
                         guard: BuildGuard | None) -> ClassifiedChange:
         if creates_table(change.body):
-            check_snapshot_order(added_snapshots(change.body), None, _now_ms())
+            check_snapshot_order(added_snapshots(change.body), None, _now_ms(),
+                                 format_version=commit_format(change.body, None))
             intent = await run_in_threadpool(
                 partial(classify_commit, limits=self._limits), change.body, None, self._create_io)
             if await self._chooses_location(inbound, change):
@@ -168,7 +169,8 @@ def _stale(body: dict[str, Any], base: TableState) -> CommitFailed | None:
     """The conflict when ``body`` was built on an older state of the table than ``base`` (its
     sequence numbers do not rise): kept for the committer, which may rebase a pure append."""
     try:
-        check_snapshot_order(added_snapshots(body), base.metadata, _now_ms())
+        check_snapshot_order(added_snapshots(body), base.metadata, _now_ms(),
+                             format_version=commit_format(body, base.metadata))
     except CommitFailed as conflict:
         return conflict
     return None

@@ -34,7 +34,7 @@ from proxy.commits.rebase import (
 )
 from proxy.commits.shape import updates_of
 from proxy.commits.snapshots import added_snapshots
-from proxy.commits.timeline import check_snapshot_order
+from proxy.commits.timeline import check_snapshot_order, commit_format
 from proxy.errors import CommitFailed
 from proxy.governance import Action
 
@@ -160,7 +160,8 @@ def reverify(change: ClassifiedChange, body: Mapping[str, Any], state: TableStat
              limits: CommitLimits, now_ms: int) -> None:
     """Classify a rebuilt ``body`` against ``state``: it must need nothing the gate did not
     allow (``CommitFailed`` otherwise: nothing is sent, the client retries through the gate)."""
-    check_snapshot_order(added_snapshots(body), state.metadata, now_ms)
+    check_snapshot_order(added_snapshots(body), state.metadata, now_ms,
+                         format_version=commit_format(body, state.metadata))
     try:
         intent = partial(classify_commit, limits=limits)(body, state.metadata, state.io)
     except UnverifiableCommit as exc:

@@ -14,27 +14,42 @@ Each snapshot is checked against the table *and* against the snapshots before it
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from pyiceberg.table.metadata import TableMetadata
 
 from proxy.commits.intent import UnverifiableCommit
+from proxy.commits.shape import updates_of
 from proxy.commits.snapshots import ClaimedSnapshot
 from proxy.errors import CommitFailed
 
+DEFAULT_FORMAT = 2
 ORDER_TOLERANCE_MS = 60_000  # what Java readers tolerate between snapshot log entries
 FUTURE_TOLERANCE_MS = ORDER_TOLERANCE_MS  # more would let one snapshot lock others out
 
 
+def commit_format(body: Mapping[str, Any], base: TableMetadata | None) -> int:
+    """The table's format version once ``body`` lands: its last ``upgrade-format-version``,
+    else the base's, else (a create that names none) 2, Java's and PyIceberg's default."""
+    upgrades = [u.get("format-version") for u in updates_of(body, "upgrade-format-version")]
+    named = [v for v in upgrades if type(v) is int]
+    if named:
+        return named[-1]
+    return base.format_version if base is not None else DEFAULT_FORMAT
+
+
 def check_snapshot_order(added: Iterable[ClaimedSnapshot], base: TableMetadata | None,
-                         now_ms: int) -> None:
+                         now_ms: int, *, format_version: int | None = None) -> None:
     """Refuse the commit's snapshots (in commit order) when out of sequence (409) or time (400)
-    order; see the module doc."""
+    order; see the module doc. ``format_version``: the table's once the commit lands
+    (``commit_format``; default: the base's, 2 for a create)."""
     last_stamp = _last_logged(base)
     last_sequence = int(getattr(base, "last_sequence_number", 0) or 0)
-    versioned = base is None or base.format_version >= 2
+    if format_version is None:
+        format_version = base.format_version if base is not None else DEFAULT_FORMAT
     for snapshot in added:
-        if versioned:
+        if format_version >= 2 or snapshot.sequence_number:  # v1: none, or else the next
             last_sequence = _next_sequence(snapshot.sequence_number, last_sequence)
         stamp = snapshot.timestamp_ms
         if stamp < last_stamp - ORDER_TOLERANCE_MS or stamp > now_ms + FUTURE_TOLERANCE_MS:
