@@ -25,13 +25,14 @@ from typing import Any
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from proxy.resources import Resource
 
 Name = tuple[str, ...]
 """A dotted table reference, part by part (``("hr", "payroll")``)."""
 
-MAX_PARSED_CHARS = 256 * 1024
+MAX_PARSED_CHARS = 64 * 1024
 """SQL parsed per view, all versions together; beyond it, SQL is scanned for dotted names."""
 MAX_SCANNED_NAMES = 10_000
 """Distinct dotted names a scan considers; more is read as a name nobody can see."""
@@ -132,16 +133,43 @@ def denoted(name: Name, default: Name, catalog: str) -> Iterator[Resource]:
 
 
 def _tables(tree: exp.Expr) -> Iterator[Name]:
-    defined = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    """Every table the query names; only a one-part name that sqlglot's scopes resolve to a
+    common table expression in scope is left out. A function in a table's place is read by
+    its dotted names (``IDENTIFIER('hr.payroll')`` by the name it spells; with anything but a
+    literal, a name nobody can see)."""
+    defined = _cte_references(tree)
     for table in tree.find_all(exp.Table):
-        parts = table.parts
-        if not parts or not all(isinstance(part, exp.Identifier) for part in parts):
-            continue  # a table function, VALUES, or a path
-        name = tuple(part.name for part in parts)
-        if len(name) == 1 and name[0].lower() in defined:
+        if id(table) in defined:
             continue
-        yield name
+        parts = table.parts
+        if parts and all(isinstance(part, exp.Identifier) for part in parts):
+            yield tuple(part.name for part in parts)
+        else:
+            yield from _function_names(table)
 
+
+def _cte_references(tree: exp.Expr) -> set[int]:
+    """The table nodes that are references to a common table expression in their scope
+    (none when the scopes cannot be built: every name then counts as a table)."""
+    try:
+        scopes = traverse_scope(tree)
+    except Exception:  # a scope sqlglot cannot build: count every name
+        return set()
+    return {id(table) for scope in scopes for table in scope.tables
+            if len(table.parts) == 1 and isinstance(
+                scope.sources.get(table.alias_or_name), Scope)}
+
+
+def _function_names(table: exp.Table) -> Iterator[Name]:
+    call = table.this
+    if isinstance(call, exp.Anonymous) and str(call.name).lower() == "identifier":
+        argument = call.expressions[0] if len(call.expressions) == 1 else None
+        if isinstance(argument, exp.Literal) and argument.is_string:
+            yield from dotted_names(argument.name)
+        else:
+            yield UNREADABLE
+        return
+    yield from dotted_names(table.sql())
 
 def _dialect(name: Any) -> str | None:
     """The sqlglot dialect of a representation's ``dialect`` (None: sqlglot's own)."""

@@ -41,7 +41,6 @@ def _writer_loads(tmp_path: Path, default: list[str], sql: str):  # type: ignore
 
 # 1. CTE names treated as defined everywhere in the tree --------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="CTE names are skipped tree-wide, not per scope/order")
 @pytest.mark.parametrize(("default", "sql"), [
     (["hr"], "WITH payroll AS (SELECT * FROM payroll) SELECT * FROM payroll"),
     (["hr"], "WITH a AS (SELECT * FROM payroll), payroll AS (SELECT 1 AS id) SELECT * FROM a"),
@@ -63,7 +62,6 @@ def test_a_cte_name_does_not_hide_the_table_of_the_same_name(
 
 # 2. Table names given as strings or as table arguments ---------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="IDENTIFIER(...) is skipped as a table function")
 @pytest.mark.parametrize("sql", [
     "SELECT * FROM IDENTIFIER('hr.payroll')",
     "SELECT * FROM demo.customers WHERE id IN (SELECT id FROM identifier('hr.payroll'))",
@@ -80,7 +78,6 @@ def test_a_table_named_by_the_identifier_clause_is_a_reference(tmp_path: Path,
     assert_error_model(loaded, 403)
 
 
-@pytest.mark.xfail(strict=True, reason="TABLE(t) table arguments are not references")
 def test_a_table_argument_of_a_table_function_is_a_reference(tmp_path: Path) -> None:
     """MEDIUM. Spark 3.5 table-valued functions (Python UDTFs) take table arguments:
     ``SELECT * FROM my_udtf(TABLE(hr.payroll))`` reads every row of ``hr.payroll``. sqlglot

@@ -40,7 +40,7 @@ MAY_REPLACE = "p, writer, icegov.demo.*, ALTER, allow\n"
      [("c",), ("a", "b")]),
     ("SELECT * FROM db.t1 UNION ALL SELECT * FROM db.t2 WHERE id IN (SELECT id FROM q.r)",
      [("db", "t1"), ("db", "t2"), ("q", "r")]),
-    ("SELECT * FROM range(10)", []),
+    ("SELECT * FROM range(10)", [("RANGE",)]),  # a function: read by its dotted names
     ("SELECT * FROM VALUES (1, 2) AS v(a, b)", []),
     ("SELECT `a.b`.c FROM `weird.name`", [("weird.name",)]),
 ])
