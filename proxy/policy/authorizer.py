@@ -82,6 +82,7 @@ class _Generation:
             return table_rules(principal, table).view(columns)
 
         self.decide, self.can_see, self.read_view = decide, can_see, read_view
+        self.subjects = subjects
         self.table_rules = table_rules
 
 
@@ -148,8 +149,9 @@ class PolicyAuthorizer:
 
     def restricted_anywhere(self, principal: Principal) -> bool:
         """True when some SELECT deny, mask or row filter applies to the principal anywhere."""
-        subjects = decisions.subjects_of(self.policy, principal)
-        return not self.policy.index.reads.subjects.isdisjoint(subjects)
+        generation = self._generation  # one generation for both lookups
+        return not generation.policy.index.reads.subjects.isdisjoint(
+            generation.subjects(principal))
 
     def hidden_names(self, principal: Principal, masks_shown: bool = False) -> frozenset[str]:
         """Lowercased names that the principal's column rules (SELECT denies, masks) end in:
