@@ -20,6 +20,9 @@ installed; ``bare`` / ``bare-httptools``: not icegov but a bare relay over the a
 httptools transport, the floor of a Python hop), uvicorn's HTTP parser (``httptools`` or
 ``h11``), its event loop (``uvloop`` or ``asyncio``) and N uvicorn workers (started here with a
 factory). ``cli`` is ``icegov serve`` itself and ``cli/wN`` is ``icegov serve --workers N``.
+``caddy`` is not Python at all: Caddy's ``reverse_proxy`` (Debian's ``caddy`` package, when
+installed), the reference the hop target was set against, measured on the same machine in the
+same run.
 Every variant but the bare relays runs the same governed app (``create_app``): bearer token for
 the demo ``admin``, the policy in ``policies/``, audit to a file. The direct catalog receives
 the same header and ignores it.
@@ -33,6 +36,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -51,8 +55,9 @@ from pyiceberg.catalog.rest import RestCatalog
 ICEGOV = [sys.executable, "-c", "from proxy.cli import main; main()"]
 REPO = Path(__file__).resolve().parents[1]
 TRANSPORT_ENV = "ICEGOV_BENCH_TRANSPORT"
-DEFAULT_VARIANTS = ("cli", "cli/w2", "aiohttp/httptools/uvloop/w1",
-                    "httptools/httptools/uvloop/w1", "bare/httptools/uvloop/w1",
+DEFAULT_VARIANTS = (*(("caddy",) if shutil.which("caddy") else ()), "cli", "cli/w2",
+                    "aiohttp/httptools/uvloop/w1", "httptools/httptools/uvloop/w1",
+                    "bare/httptools/uvloop/w1",
                     "bare-httptools/httptools/uvloop/w1")
 GOVERNED = {
     "ICEGOV__IDENTITY__SIGNING_KEY": "benchmark-signing-key-of-at-least-32-bytes",
@@ -162,8 +167,12 @@ def server(command: list[str], port: int, env: dict[str, str] | None = None) -> 
         process.wait(timeout=20)
 
 
-def proxy_command(variant: str, port: int) -> tuple[list[str], dict[str, str]]:
-    """The command line and extra environment that serve icegov as ``variant``."""
+def proxy_command(variant: str, port: int, backing: str = "",
+                  workdir: Path | None = None) -> tuple[list[str], dict[str, str]]:
+    """The command line and extra environment that serve icegov as ``variant`` (``caddy``:
+    Caddy relaying to ``backing``, its config written in ``workdir``)."""
+    if variant == "caddy":
+        return caddy_command(port, backing, workdir or Path(tempfile.mkdtemp()))
     if variant == "cli" or variant.startswith("cli/w"):
         workers = variant.removeprefix("cli").removeprefix("/w") or "1"
         return [*ICEGOV, "serve", "--port", str(port), "--workers", workers], {}
@@ -173,6 +182,20 @@ def proxy_command(variant: str, port: int) -> tuple[list[str], dict[str, str]]:
             "--workers", workers.removeprefix("w"), "--http", http, "--loop", loop,
             "--no-access-log", "--timeout-keep-alive", "75", "--log-level", "warning"], \
         {TRANSPORT_ENV: transport}
+
+
+def caddy_command(port: int, backing: str,
+                  workdir: Path) -> tuple[list[str], dict[str, str]]:
+    """Caddy as a plain reverse proxy in front of ``backing`` on loopback ``port``: no admin
+    endpoint, no TLS, no logs; its state under ``workdir``."""
+    if shutil.which("caddy") is None:
+        raise SystemExit("the caddy variant needs Caddy: apt-get install caddy")
+    config = workdir / "Caddyfile"
+    config.write_text("{\n\tadmin off\n\tauto_https off\n}\n"
+                      f"http://127.0.0.1:{port} {{\n"
+                      f"\treverse_proxy {backing.removeprefix('http://')}\n}}\n")
+    return (["caddy", "run", "--config", str(config), "--adapter", "caddyfile"],
+            {"XDG_DATA_HOME": str(workdir), "XDG_CONFIG_HOME": str(workdir)})
 
 
 def cpu_seconds(root: int) -> float:
@@ -317,11 +340,11 @@ def row(variant: str, clients: int, direct: Side, proxied: Side) -> str:
 def sweep(variant: str, catalog: Server, path: str, args: argparse.Namespace,
           audit_file: Path) -> Iterator[str]:
     """Rows for one proxy variant at every client count."""
-    command, extra = proxy_command(variant, port := free_port())
+    command, extra = proxy_command(variant, port := free_port(), catalog.url, audit_file.parent)
     env = {**GOVERNED, "ICEGOV__AUDIT__FILE": str(audit_file),
            "ICEGOV__CATALOG_URI": catalog.url, **extra}
     with server(command, port, env) as proxy:
-        bare = variant.startswith("bare")  # relays the token request too: no icegov token
+        bare = variant.startswith(("bare", "caddy"))  # relays the token request: no icegov token
         headers = {"authorization": "Bearer bare"} if bare else admin_headers(proxy.url)
         sides = {"direct": catalog, "icegov": proxy}
         for clients in args.clients:

@@ -61,6 +61,21 @@ def test_variant_command_lines() -> None:
     assert env == {bench.TRANSPORT_ENV: "bare-httptools"}
 
 
+def test_caddy_variant_relays_to_the_catalog(tmp_path: Path) -> None:
+    """The reference proxy: Caddy's reverse_proxy to the backing, no admin port, no TLS, its
+    state kept in the run's directory (measured when Caddy is installed)."""
+    if bench.shutil.which("caddy") is None:
+        with pytest.raises(SystemExit, match="apt-get install caddy"):
+            bench.proxy_command("caddy", 9999, "http://127.0.0.1:8181", tmp_path)
+        return
+    command, env = bench.proxy_command("caddy", 9999, "http://127.0.0.1:8181", tmp_path)
+    assert command[:2] == ["caddy", "run"]
+    config = (tmp_path / "Caddyfile").read_text()
+    assert "admin off" in config and "http://127.0.0.1:9999 {" in config
+    assert "reverse_proxy 127.0.0.1:8181" in config
+    assert env == {"XDG_DATA_HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path)}
+
+
 def test_variant_transports() -> None:
     from benchmarks.aiohttp_transport import AiohttpTransport
     from proxy.backing.httptools_transport import HttptoolsTransport
