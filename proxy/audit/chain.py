@@ -21,10 +21,13 @@ GENESIS = "0" * 64
 HMAC_SHA256 = "hmac-sha256"
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                              default=str)
+
+
 def canonical(body: Mapping[str, Any]) -> bytes:
     """The bytes a record's hash is computed over (the record without ``hash``)."""
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
-                      default=str).encode("ascii")
+    return _CANONICAL.encode(body).encode("ascii")
 
 
 def digest(data: bytes, key: bytes | None) -> str:
@@ -68,10 +71,12 @@ class Chain:
         self.last = last
         self._writer = writer
 
-    def seal(self, event: Mapping[str, Any]) -> tuple[str, int]:
-        """The event as one JSON line (no newline) with seq, prev and hash; and its seq."""
+    def seal(self, event: dict[str, Any]) -> tuple[str, int]:
+        """The event as one JSON line (no newline) with seq, prev and hash; and its seq. The
+        chain's fields are added to ``event`` itself (a fresh dict the caller hands over)."""
         seq = self.last.seq + 1
-        body = {**event, "schema": SCHEMA, "seq": seq, "prev": self.last.hash}
+        body = event
+        body.update(schema=SCHEMA, seq=seq, prev=self.last.hash)
         if self._key is not None:
             body["mac"] = HMAC_SHA256
         if self._writer is not None:

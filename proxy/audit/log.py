@@ -156,7 +156,8 @@ class AuditLog:
 
     def write(self, record: AuditRecord) -> None:
         """Seal one record and append it to every sink (one flushed line each)."""
-        event = {"event": "audit", **record.to_event()}
+        event = record.to_event()
+        event["event"] = "audit"
         with self._lock:
             if self._closed:
                 self._reopen()

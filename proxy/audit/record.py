@@ -40,16 +40,16 @@ class AuditRecord:
         """The record as the JSON object written to the stream."""
         principal = self.principal
         return {
-            "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            "time": utc_now_ms(),
             "request_id": self.request_id,
             "principal": principal.name if principal else None,
-            "roles": list(principal.roles) if principal else [],
+            "roles": principal.roles if principal else (),  # tuples are JSON arrays
             "auth": principal.source if principal else None,
             "client": {"user_agent": self.user_agent, "version": self.client_version},
             "method": self.method,
             "path": self.path,
             "endpoint": self.endpoint,
-            "resources": list(self.resources),
+            "resources": self.resources,
             "actions": sorted({str(d.action) for d in self.decisions}),
             "decision": self.decision,
             "rules": [_rule(d) for d in self.decisions],
@@ -66,6 +66,20 @@ class AuditRecord:
         if self.status is None or not 200 <= self.status < 300:
             return []
         return [i for e in self.evidence for i in e.get("snapshot_ids", [])]
+
+
+_second: tuple[int, str] = (-1, "")
+
+
+def utc_now_ms() -> str:
+    """Now in UTC as ISO 8601 to the millisecond (``2026-11-27T15:29:00.123+00:00``, what
+    ``datetime.isoformat(timespec="milliseconds")`` writes), the seconds' text kept per second."""
+    global _second
+    ns = time.time_ns()
+    second, ms = divmod(ns // 1_000_000, 1000)
+    if _second[0] != second:
+        _second = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+    return f"{_second[1]}.{ms:03d}+00:00"
 
 
 def _rule(decision: Decision) -> dict[str, Any]:

@@ -349,3 +349,20 @@ def test_a_write_cut_short_is_cut_back_and_the_lost_record_shows(
     assert [r["seq"] for r in records_of(path)] == [1, 3]
     problem = broken([path])
     assert (problem.line, problem.seq) == (2, 3) and "seq 2" in problem.what
+
+
+def test_record_time_is_iso_8601_utc_to_the_millisecond_across_seconds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kept seconds' text never outlives its second: each stamp is what ``datetime``
+    writes for the same instant."""
+    from datetime import UTC, datetime, timedelta
+
+    from proxy.audit import record as audit_record
+
+    for ns in (1_795_000_000_999_999_999, 1_795_000_001_000_000_000, 1_795_000_001_000_999_999,
+               1_795_000_061_123_456_789, 1_795_000_001_500_000_000):
+        monkeypatch.setattr(audit_record.time, "time_ns", lambda ns=ns: ns)
+        instant = datetime.fromtimestamp(ns // 10**9, UTC) + timedelta(
+            microseconds=ns // 1000 % 10**6)
+        expected = instant.isoformat(timespec="milliseconds")
+        assert audit_record.utc_now_ms() == expected
