@@ -25,7 +25,7 @@ from proxy.logs import REQUEST_ID
 log = structlog.get_logger("icegov")
 
 REQUEST_ID_HEADER = b"x-request-id"
-_SAFE_ID = re.compile(rb"^[A-Za-z0-9._:-]{1,128}$")
+_SAFE_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")  # fullmatch: "$" would pass "id\n"
 
 
 def request_id(scope: Scope) -> str:
@@ -70,7 +70,7 @@ class RequestContextMiddleware:
 
 def _incoming_id(scope: Scope) -> str | None:
     for key, value in scope["headers"]:
-        if key == REQUEST_ID_HEADER and _SAFE_ID.match(value):
+        if key == REQUEST_ID_HEADER and _SAFE_ID.fullmatch(value):
             return str(value.decode("ascii"))
     return None
 

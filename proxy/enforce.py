@@ -134,6 +134,7 @@ class Gate:
         intent = intent_of(inbound, Names(catalog, self._max_table_changes,
                                                  self._catalogs.lower_case))
         record.resources = tuple(str(r) for r in _resources(intent))
+        record.evidence.extend(intent.evidence)
         if intent.commit:
             self._admit_commit_coarse(principal, intent, record)
             await self._through_tables(inbound, intent)

@@ -38,8 +38,10 @@ class BackingHandlers:
         self._unavailable: BackingUnavailable | None = None
 
     async def readyz(self, _: Request) -> JSONResponse:
-        """Ready when the backing catalog answers its config endpoint without a server error
-        (asked at most once per ``READY_CHECK_SECONDS``; callers meanwhile share the answer).
+        """Ready when the backing catalog answers its config endpoint (asked at most once per
+        ``READY_CHECK_SECONDS``; callers meanwhile share the answer): not a server error, not
+        404 (no catalog at that URI) and, unless the backing is meant to see callers' own
+        tokens, not 401/403 (it refuses icegov's credential, so it would refuse every request).
 
         Anyone may ask, so the answer says only ``status``, the policy ``generation`` in force
         and whether the files on disk failed to load (``policy_error``) — never their paths,
@@ -61,6 +63,9 @@ class BackingHandlers:
         except IcebergError as exc:  # unreachable, or it refused icegov's own credential
             log.warning("readyz.backing_not_ready", error=exc.message)
             return BackingUnavailable("backing catalog not ready (see icegov's log)")
-        if response.status_code >= 500:
-            return BackingUnavailable(f"backing catalog answered {response.status_code}")
+        status = response.status_code
+        refused = status in (401, 403) and self._forwarder.speaks_for_itself
+        if status >= 500 or status == 404 or refused:
+            log.warning("readyz.backing_not_ready", status=status)
+            return BackingUnavailable(f"backing catalog answered {status}")
         return None

@@ -55,6 +55,9 @@ class Intent:
     listing: str | None = None  # "namespaces" | "identifiers"
     changes: tuple[TableChange, ...] = ()
     public: bool = False
+    evidence: tuple[dict[str, Any], ...] = ()
+    """What the request asks for beyond its rights, for the audit record: a purge, the metadata
+    file a register adopts, the place a create chooses."""
 
     @property
     def commit(self) -> bool:
@@ -182,8 +185,42 @@ def _named_in_body(action: Action) -> IntentFn:
             needs.append(Need(Action.REGISTER_TABLE, resource))
         if action == Action.REGISTER_TABLE and overwrites(body):
             needs.extend(Need(a, resource) for a in sorted(TABLE_ACTIONS) if a != action)
-        return Intent(tuple(needs))
+        return Intent(tuple(needs), evidence=_placed(resource, body))
     return intent
+
+
+def _placed(resource: Resource, body: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """Where a create or register puts the table's files or finds its metadata, as the body
+    says (only what it says: the audit names whose files a new table reads or writes)."""
+    properties = body.get("properties")
+    placed = {"resource": str(resource)}
+    for key in ("metadata-location", "location"):
+        if body.get(key) is not None:
+            placed[key.replace("-", "_")] = _noted(body[key])
+    if isinstance(properties, dict):
+        placed.update({p: _noted(properties[p]) for p in sorted(LOCATION_PROPERTIES)
+                       if properties.get(p) is not None})
+    return (placed,) if len(placed) > 1 else ()
+
+
+NOTED_CHARS = 2048
+"""How much of a caller's value an audit note keeps (a record stays one short line)."""
+
+
+def _noted(value: object) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= NOTED_CHARS else text[:NOTED_CHARS] + "…(cut)"
+
+
+def _drop_table(inbound: InboundRequest, names: Names) -> Intent:
+    """DROP_TABLE; a purge (``purgeRequested``, which deletes the table's files) is noted for
+    the audit record as the caller sent it."""
+    intent = _on_table(Action.DROP_TABLE)(inbound, names)
+    purge = inbound.query("purgeRequested")
+    if purge is None:
+        return intent
+    noted = {"resource": str(intent.needs[0].resource), "purge_requested": _noted(purge)}
+    return Intent(intent.needs, hide=intent.hide, evidence=(noted,))
 
 
 def overwrites(body: dict[str, Any]) -> bool:
@@ -303,7 +340,7 @@ INTENTS: dict[str, IntentFn] = {
     "load_table": _on_table(Action.SELECT),
     "table_exists": _on_table(Action.DESCRIBE),
     "commit_table": _commit,
-    "drop_table": _on_table(Action.DROP_TABLE),
+    "drop_table": _drop_table,
     "load_credentials": _on_table(Action.SELECT),
     "report_metrics": _report_metrics,
     "plan_table_scan": _on_table(Action.SELECT),

@@ -127,7 +127,7 @@ def _compile(template: str, with_prefix: bool) -> re.Pattern[str]:
     for name, literal in zip(names, literal_parts[1:], strict=True):
         # the spec spells some parameters with a hyphen ({plan-id}); groups take an underscore
         pattern += f"(?P<{name.replace('-', '_')}>[^/]+)" + re.escape(literal)
-    return re.compile(f"^{pattern}$")
+    return re.compile(pattern)  # used with fullmatch: "$" also matches before a final "\n"
 
 
 class MalformedPath(ValueError):
@@ -157,11 +157,11 @@ class RouteTable:
         for pattern, endpoint in self._patterns:
             if endpoint.method != method:
                 continue
-            found = pattern.match(raw_path)
+            found = pattern.fullmatch(raw_path)
             if found:
                 return RouteMatch(endpoint, _decoded(found.groupdict()))
         return None
 
     def path_known(self, raw_path: str) -> bool:
         """True when some endpoint has this path (with any method)."""
-        return any(pattern.match(raw_path) for pattern, _ in self._patterns)
+        return any(pattern.fullmatch(raw_path) for pattern, _ in self._patterns)

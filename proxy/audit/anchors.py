@@ -15,12 +15,12 @@ from collections.abc import Sequence
 
 from proxy.audit.chain import Link
 
-_ANCHOR = re.compile(r"^([1-9][0-9]{0,18}):([0-9a-fA-F]{64})$")
+_ANCHOR = re.compile(r"([1-9][0-9]{0,18}):([0-9a-fA-F]{64})")
 
 
 def parse_anchor(text: str) -> Link:
     """``SEQ:HASH`` as a link; raises ``ValueError`` when it is not one."""
-    match = _ANCHOR.match(text.strip())
+    match = _ANCHOR.fullmatch(text.strip())
     if match is None:
         raise ValueError("expected SEQ:HASH (a positive seq and a 64-digit hex hash)")
     return Link(int(match.group(1)), match.group(2).lower())

@@ -29,7 +29,7 @@ from proxy.audit.chain import Link, link_of
 log = structlog.get_logger("icegov")
 
 _CHUNK = 64 * 1024
-_ROTATED = re.compile(r"^\.\d{12}-\d{8}T\d{6}(\.\d+)?Z$")
+_ROTATED = re.compile(r"\.\d{12}-\d{8}T\d{6}(\.\d+)?Z")
 
 
 def complete_lines_backwards(path: Path) -> Iterator[bytes]:
@@ -76,7 +76,7 @@ def ends_mid_line(path: Path) -> bool:
 def rotated_files(path: Path) -> list[Path]:
     """The rotated siblings of ``path``, oldest first."""
     siblings = path.parent.glob(f"{path.name}.*")
-    return sorted(p for p in siblings if _ROTATED.match(p.name[len(path.name):]))
+    return sorted(p for p in siblings if _ROTATED.fullmatch(p.name[len(path.name):]))
 
 
 class AuditFile:
@@ -229,12 +229,16 @@ class AuditFile:
             self._handle = None
 
     def _set_legacy_aside(self) -> None:
-        """Move a file of version-1 records (no chain) aside, so the chain starts clean."""
+        """Move a file of version-1 records (no chain) aside, so the chain starts clean. A file
+        holding any v2 record is never set aside (a torn or junk first line does not make it
+        legacy): its chain resumes and verification shows the damage."""
         if not self.path.exists() or self.path.stat().st_size == 0:
             return
         with self.path.open("rb") as handle:
             first = handle.readline()
         if not first.endswith(b"\n") or link_of(first) is not None:
+            return
+        if last_link_in(self.path) is not None:
             return
         target = self.path.with_name(f"{self.path.name}.legacy-{_stamp()}")
         os.rename(self.path, target)

@@ -93,6 +93,12 @@ class Forwarder:
         self._auth = auth
         self._timeout_extension = {"timeout": timeout.as_dict()}
 
+    @property
+    def speaks_for_itself(self) -> bool:
+        """True when the backing sees icegov's own credential (or none), never a caller's: a
+        401/403 to icegov's own request then means every request will be refused."""
+        return self._auth.replaces_caller_credentials
+
     async def send(self, inbound: InboundRequest, body: bytes | None = None) -> httpx.Response:
         """Send the request upstream (with ``body`` in place of the caller's, if given); the
         caller must close the returned (streaming) response."""

@@ -38,6 +38,9 @@ _FIRST_POLL, _MAX_POLL = 0.01, 0.25
 R = TypeVar("R")
 
 
+MAX_CONTENT_TYPE_CHARS = 255
+"""The longest ``Content-Type`` a stored answer keeps (the store's column)."""
+
 class KeyInProgress(IcebergError):
     """Another request with this key is still running after the wait."""
 
@@ -135,8 +138,10 @@ class Idempotency:
             log.warning("idempotency.answer_too_large", key=claim.keyed.key, size=len(body))
             await self.abandon(claim)
             return whole
-        answer = StoredAnswer(response.status_code, response.headers.get("content-type"),
-                              at_rest(body), rights)
+        content_type = response.headers.get("content-type")
+        if content_type is not None and len(content_type) > MAX_CONTENT_TYPE_CHARS:
+            content_type = None  # the store's column is bounded; a replay answers without it
+        answer = StoredAnswer(response.status_code, content_type, at_rest(body), rights)
         expires = self._clock() + self._settings.lifetime_seconds
         try:
             stored = await self._call(partial(

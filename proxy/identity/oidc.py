@@ -58,6 +58,9 @@ class OidcTokens:
         name = claim(claims, self._name_claim)
         if not isinstance(name, str) or not name:
             raise TokenRejected(f"token lacks the '{self._name_claim}' claim")
+        if len(name) > MAX_PRINCIPAL_CHARS:
+            raise TokenRejected(f"token '{self._name_claim}' claim is longer than "
+                                f"{MAX_PRINCIPAL_CHARS} characters")
         return name
 
     def _groups(self, claims: dict[str, Any]) -> tuple[str, ...]:
@@ -69,6 +72,10 @@ class OidcTokens:
         if isinstance(groups, list) and all(isinstance(g, str) for g in groups):
             return tuple(groups)
         raise TokenRejected(f"token '{self._groups_claim}' claim is not a list of names")
+
+
+MAX_PRINCIPAL_CHARS = 256
+"""The longest principal name a token may carry (stores keep names in bounded columns)."""
 
 
 def claim(claims: dict[str, Any], name: str) -> Any:

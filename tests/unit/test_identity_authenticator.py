@@ -243,6 +243,16 @@ def test_oidc_name_and_groups_claims_are_configurable(
         "alice@example.test", ("writer",), source="oidc")
 
 
+def test_oidc_name_longer_than_a_store_keeps_is_refused(
+        jwks_file: Path, rsa_key: rsa.RSAPrivateKey) -> None:
+    """Stores keep principal names in bounded columns (the idempotency store's is 512): a
+    longer name is a 401 here, never a store failure later."""
+    authenticator = oidc_authenticator(jwks_file)
+    assert authenticator.authenticate(bearer(idp_token(rsa_key, sub="a" * 256))).name == "a" * 256
+    with pytest.raises(NotAuthorized, match="longer than 256"):
+        authenticator.authenticate(bearer(idp_token(rsa_key, sub="a" * 257)))
+
+
 def test_oidc_space_separated_groups(jwks_file: Path, rsa_key: rsa.RSAPrivateKey) -> None:
     token = idp_token(rsa_key, scope="catalog analyst")
     principal = oidc_authenticator(jwks_file, oidc_groups_claim="scope").authenticate(
