@@ -163,7 +163,8 @@ class Gate:
         classified = await self._changes.classify_all(
             coarse.inbound, admission.intent.changes,
             partial(self._refuse_hidden_operation, admission.principal, record))
-        record.evidence = [c.report for c in classified]  # the committer adds how it landed
+        record.evidence = [*(c.report for c in classified),  # the committer adds how it landed
+                           *admission.intent.evidence]
         self._changes.refuse_stale(classified)
         needs = tuple(Need(action, c.resource) for c in classified
                       for action in sorted(c.intent.actions))

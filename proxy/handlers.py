@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import structlog
@@ -39,9 +40,9 @@ class BackingHandlers:
 
     async def readyz(self, _: Request) -> JSONResponse:
         """Ready when the backing catalog answers its config endpoint (asked at most once per
-        ``READY_CHECK_SECONDS``; callers meanwhile share the answer): not a server error, not
-        404 (no catalog at that URI) and, unless the backing is meant to see callers' own
-        tokens, not 401/403 (it refuses icegov's credential, so it would refuse every request).
+        ``READY_CHECK_SECONDS``; callers meanwhile share the answer) with 200 and a JSON object,
+        what every governed request needs first; a 401/403 counts as ready only when the
+        backing is meant to see callers' own tokens rather than icegov's.
 
         Anyone may ask, so the answer says only ``status``, the policy ``generation`` in force
         and whether the files on disk failed to load (``policy_error``) — never their paths,
@@ -64,8 +65,17 @@ class BackingHandlers:
             log.warning("readyz.backing_not_ready", error=exc.message)
             return BackingUnavailable("backing catalog not ready (see icegov's log)")
         status = response.status_code
-        refused = status in (401, 403) and self._forwarder.speaks_for_itself
-        if status >= 500 or status == 404 or refused:
+        if status in (401, 403) and not self._forwarder.speaks_for_itself:
+            return None  # the backing is meant to see callers' tokens, not icegov's look
+        if status != 200 or not _json_object(response.content):
             log.warning("readyz.backing_not_ready", status=status)
-            return BackingUnavailable(f"backing catalog answered {status}")
+            return BackingUnavailable(f"backing catalog answered {status} without a config")
         return None
+
+
+def _json_object(body: bytes) -> bool:
+    """True when ``body`` is a JSON object (what a catalog's config answer is)."""
+    try:
+        return isinstance(json.loads(body), dict)
+    except (ValueError, RecursionError):
+        return False

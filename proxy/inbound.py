@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote_plus
 
 from anyio import to_thread
 from starlette.types import Receive, Scope
@@ -104,7 +104,29 @@ async def read_routed(routes: RouteTable, scope: Scope, receive: Receive,
         if routes.path_known(path):
             raise MethodNotAllowed(f"{method} is not allowed on this path")
         raise NotFound("no such Iceberg REST endpoint")
+    check_query_names(scope.get("query_string", b""))
     return await read_request(scope, receive, route, max_body)
+
+
+QUERY_NAMES = {name.lower(): name for name in (
+    "purgeRequested", "pageToken", "pageSize", "parent", "planId", "snapshots", "warehouse",
+    "referenced-by")}
+"""The REST spec's query parameters, by their lower-cased names."""
+
+
+def check_query_names(query: bytes) -> None:
+    """400 for a query string some servers read otherwise than icegov: a ``;`` (a separator to
+    some, e.g. Quarkus), or a spec parameter spelled in another case (some servers match names
+    case-insensitively), which icegov would not see as that parameter."""
+    if not query:
+        return
+    if b";" in query:
+        raise BadRequest("a query string may not hold ';'")
+    for pair in query.split(b"&"):
+        name = unquote_plus(pair.partition(b"=")[0].decode("latin-1"))
+        spelled = QUERY_NAMES.get(name.lower())
+        if spelled is not None and spelled != name:
+            raise BadRequest(f"query parameter {name!r} must be spelled {spelled!r}")
 
 
 async def read_request(scope: Scope, receive: Receive, route: RouteMatch,

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.audit_notes import body_places, change_places, namespace_places, purge
 from proxy.errors import BadRequest, PayloadTooLarge
 from proxy.governance import TABLE_ACTIONS, Action
 from proxy.inbound import InboundRequest
@@ -160,7 +161,7 @@ def _create_namespace(inbound: InboundRequest, names: Names) -> Intent:
     properties = body.get("properties")
     if isinstance(properties, dict) and NAMESPACE_LOCATION in properties:
         needs.append(Need(Action.REGISTER_TABLE, resource))
-    return Intent(tuple(needs))
+    return Intent(tuple(needs), evidence=namespace_places(resource, properties))
 
 
 def _update_namespace_properties(inbound: InboundRequest, names: Names) -> Intent:
@@ -173,7 +174,7 @@ def _update_namespace_properties(inbound: InboundRequest, names: Names) -> Inten
     if (isinstance(updates, dict) and NAMESPACE_LOCATION in updates) or (
             isinstance(removals, list) and NAMESPACE_LOCATION in removals):
         needs.append(Need(Action.REGISTER_TABLE, resource))
-    return Intent(tuple(needs), hide=(resource,))
+    return Intent(tuple(needs), hide=(resource,), evidence=namespace_places(resource, updates))
 
 
 def _named_in_body(action: Action) -> IntentFn:
@@ -185,42 +186,16 @@ def _named_in_body(action: Action) -> IntentFn:
             needs.append(Need(Action.REGISTER_TABLE, resource))
         if action == Action.REGISTER_TABLE and overwrites(body):
             needs.extend(Need(a, resource) for a in sorted(TABLE_ACTIONS) if a != action)
-        return Intent(tuple(needs), evidence=_placed(resource, body))
+        return Intent(tuple(needs), evidence=body_places(resource, body))
     return intent
-
-
-def _placed(resource: Resource, body: dict[str, Any]) -> tuple[dict[str, Any], ...]:
-    """Where a create or register puts the table's files or finds its metadata, as the body
-    says (only what it says: the audit names whose files a new table reads or writes)."""
-    properties = body.get("properties")
-    placed = {"resource": str(resource)}
-    for key in ("metadata-location", "location"):
-        if body.get(key) is not None:
-            placed[key.replace("-", "_")] = _noted(body[key])
-    if isinstance(properties, dict):
-        placed.update({p: _noted(properties[p]) for p in sorted(LOCATION_PROPERTIES)
-                       if properties.get(p) is not None})
-    return (placed,) if len(placed) > 1 else ()
-
-
-NOTED_CHARS = 2048
-"""How much of a caller's value an audit note keeps (a record stays one short line)."""
-
-
-def _noted(value: object) -> str:
-    text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= NOTED_CHARS else text[:NOTED_CHARS] + "…(cut)"
 
 
 def _drop_table(inbound: InboundRequest, names: Names) -> Intent:
     """DROP_TABLE; a purge (``purgeRequested``, which deletes the table's files) is noted for
     the audit record as the caller sent it."""
     intent = _on_table(Action.DROP_TABLE)(inbound, names)
-    purge = inbound.query("purgeRequested")
-    if purge is None:
-        return intent
-    noted = {"resource": str(intent.needs[0].resource), "purge_requested": _noted(purge)}
-    return Intent(intent.needs, hide=intent.hide, evidence=(noted,))
+    notes = purge(intent.needs[0].resource, inbound.query("purgeRequested"))
+    return Intent(intent.needs, hide=intent.hide, evidence=notes)
 
 
 def overwrites(body: dict[str, Any]) -> bool:
@@ -267,7 +242,8 @@ def _replace_view(inbound: InboundRequest, names: Names) -> Intent:
     needs = [Need(Action.ALTER, resource), Need(Action.SELECT, resource)]
     if any(isinstance(update, SetLocation) for update in request.updates):
         needs.append(Need(Action.REGISTER_TABLE, resource))
-    return Intent(tuple(needs), hide=(resource,))
+    return Intent(tuple(needs), hide=(resource,),
+                  evidence=change_places(resource, _body(inbound)))
 
 
 def _rename(inbound: InboundRequest, names: Names) -> Intent:
@@ -283,7 +259,8 @@ def _commit(inbound: InboundRequest, names: Names) -> Intent:
     if body.get("identifier") is not None and _identifier(
             body["identifier"], names, "identifier") != resource:
         raise BadRequest("the commit's identifier names another table than its URL")
-    return Intent(hide=(resource,), changes=(TableChange(resource, body),))
+    return Intent(hide=(resource,), changes=(TableChange(resource, body),),
+                  evidence=change_places(resource, body))
 
 
 def _transaction(inbound: InboundRequest, names: Names) -> Intent:
@@ -296,7 +273,8 @@ def _transaction(inbound: InboundRequest, names: Names) -> Intent:
     parsed = tuple(_table_change(change, names) for change in changes)
     if len({c.resource for c in parsed}) != len(parsed):
         raise BadRequest("a transaction may change each table only once")
-    return Intent(hide=tuple(c.resource for c in parsed), changes=parsed)
+    notes = tuple(n for c in parsed for n in change_places(c.resource, c.body))
+    return Intent(hide=tuple(c.resource for c in parsed), changes=parsed, evidence=notes)
 
 
 def _table_change(change: Any, names: Names) -> TableChange:

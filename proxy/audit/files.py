@@ -29,7 +29,7 @@ from proxy.audit.chain import Link, link_of
 log = structlog.get_logger("icegov")
 
 _CHUNK = 64 * 1024
-_ROTATED = re.compile(r"\.\d{12}-\d{8}T\d{6}(\.\d+)?Z")
+_ROTATED = re.compile(r"\.[0-9]{12}-[0-9]{8}T[0-9]{6}(\.[0-9]+)?Z")
 
 
 def complete_lines_backwards(path: Path) -> Iterator[bytes]:

@@ -77,9 +77,11 @@ def utc_now_ms() -> str:
     global _second
     ns = time.time_ns()
     second, ms = divmod(ns // 1_000_000, 1000)
-    if _second[0] != second:
-        _second = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
-    return f"{_second[1]}.{ms:03d}+00:00"
+    kept = _second  # read once: another thread may replace it meanwhile
+    if kept[0] != second:
+        kept = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+        _second = kept
+    return f"{kept[1]}.{ms:03d}+00:00"
 
 
 def _rule(decision: Decision) -> dict[str, Any]:

@@ -178,7 +178,8 @@ def test_a_create_that_places_its_own_files_names_the_place_in_the_record(
     (record,) = records(tmp_path / "audit.log")
     (noted,) = record["evidence"]
     assert noted["location"].startswith("file:///warehouse/hr/salaries/xxx")
-    assert len(noted["location"]) < 2100 and noted["location"].endswith("(cut)")
+    assert f"({len(place)} characters, sha256 " in noted["location"]
+    assert len(noted["location"]) < 2200 and noted["location"].endswith("x" * 1024)
     assert noted["write.data.path"] == "file:///elsewhere"
 
 
