@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 
 import structlog
@@ -11,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from proxy.backing.forward import Forwarder
-from proxy.backing.offers import CONFIG_PATH
+from proxy.backing.offers import CONFIG_PATH, config_in, parse_offer
 from proxy.errors import BackingUnavailable, IcebergError
 from proxy.policy import PolicyAuthorizer
 
@@ -67,15 +66,9 @@ class BackingHandlers:
         status = response.status_code
         if status in (401, 403) and not self._forwarder.speaks_for_itself:
             return None  # the backing is meant to see callers' tokens, not icegov's look
-        if status != 200 or not _json_object(response.content):
-            log.warning("readyz.backing_not_ready", status=status)
+        try:
+            parse_offer(config_in(response), time.monotonic())  # what every request needs
+        except BackingUnavailable as exc:
+            log.warning("readyz.backing_not_ready", status=status, error=exc.message)
             return BackingUnavailable(f"backing catalog answered {status} without a config")
         return None
-
-
-def _json_object(body: bytes) -> bool:
-    """True when ``body`` is a JSON object (what a catalog's config answer is)."""
-    try:
-        return isinstance(json.loads(body), dict)
-    except (ValueError, RecursionError):
-        return False

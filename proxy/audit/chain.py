@@ -75,13 +75,12 @@ class Chain:
         """The event as one JSON line (no newline) with seq, prev and hash; and its seq. The
         chain's fields are added to ``event`` itself (a fresh dict the caller hands over)."""
         seq = self.last.seq + 1
-        body = event
-        body.update(schema=SCHEMA, seq=seq, prev=self.last.hash)
+        event.update(schema=SCHEMA, seq=seq, prev=self.last.hash)
         if self._key is not None:
-            body["mac"] = HMAC_SHA256
+            event["mac"] = HMAC_SHA256
         if self._writer is not None:
-            body["writer"] = self._writer
-        data = canonical(body)
+            event["writer"] = self._writer
+        data = canonical(event)
         sealed = digest(data, self._key)
         self.last = Link(seq, sealed)
         return f'{data[:-1].decode("ascii")},"hash":"{sealed}"}}', seq

@@ -236,9 +236,7 @@ class AuditFile:
             return
         with self.path.open("rb") as handle:
             first = handle.readline()
-        if not first.endswith(b"\n") or link_of(first) is not None:
-            return
-        if last_link_in(self.path) is not None:
+        if not first.endswith(b"\n") or last_link_in(self.path) is not None:
             return
         target = self.path.with_name(f"{self.path.name}.legacy-{_stamp()}")
         os.rename(self.path, target)

@@ -68,6 +68,18 @@ def parse_offer(config: object, now: float) -> Offer:
     return Offer(endpoints, prefix, now)
 
 
+def config_in(response: httpx.Response) -> object:
+    """The parsed body of the backing's config answer; ``BackingUnavailable`` unless it is a
+    200 with JSON (``parse_offer`` then requires an object)."""
+    if response.status_code != 200:
+        raise BackingUnavailable(f"backing catalog config answered {response.status_code}; "
+                                 "its endpoints are unknown")
+    try:
+        return json.loads(response.content)
+    except (ValueError, RecursionError) as exc:
+        raise BackingUnavailable("backing catalog config is not JSON") from exc
+
+
 class BackingOffers:
     """The backing's current offer, fetched on first use and refreshed periodically."""
 
@@ -88,17 +100,9 @@ class BackingOffers:
         if offer is not None and now - offer.fetched_at < self._refresh:
             return offer
         response = await self._fetch(CONFIG_PATH, b"", headers)
-        if response.status_code != 200:
-            if offer is not None:
-                return offer
-            raise BackingUnavailable(
-                f"backing catalog config answered {response.status_code}; its endpoints are "
-                "unknown")
-        try:
-            config = json.loads(response.content)
-        except ValueError as exc:
-            raise BackingUnavailable("backing catalog config is not JSON") from exc
-        return self.learn(config)
+        if response.status_code != 200 and offer is not None:
+            return offer
+        return self.learn(config_in(response))
 
     @staticmethod
     def parse(config: object) -> Offer:

@@ -41,6 +41,7 @@ R = TypeVar("R")
 MAX_CONTENT_TYPE_CHARS = 255
 """The longest ``Content-Type`` a stored answer keeps (the store's column)."""
 
+
 class KeyInProgress(IcebergError):
     """Another request with this key is still running after the wait."""
 

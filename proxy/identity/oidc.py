@@ -12,6 +12,9 @@ from proxy.identity.errors import TokenRejected, rejection
 from proxy.identity.jwks import JwksKeys
 from proxy.identity.tokens import VerifiedToken
 
+MAX_PRINCIPAL_CHARS = 256
+"""The longest principal name a token may carry (stores keep names in bounded columns)."""
+
 
 class OidcTokens:
     """Verifies an OIDC issuer's JWTs: signature, ``iss``, ``aud``, ``exp``; maps claims.
@@ -72,10 +75,6 @@ class OidcTokens:
         if isinstance(groups, list) and all(isinstance(g, str) for g in groups):
             return tuple(groups)
         raise TokenRejected(f"token '{self._groups_claim}' claim is not a list of names")
-
-
-MAX_PRINCIPAL_CHARS = 256
-"""The longest principal name a token may carry (stores keep names in bounded columns)."""
 
 
 def claim(claims: dict[str, Any], name: str) -> Any:
