@@ -11,9 +11,11 @@ rebuilt on the newest state the queue knows before it is sent. Then the backing'
   (the client's isolation level and conflict filters are never sent, so nothing else is safe).
 - another 4xx ErrorModel: relayed.
 - a timeout, a reset, a 5xx or a non-ErrorModel answer: unknown. icegov reloads the tables and
-  asks them (``commits.reconcile``): landed → success with the current metadata; absent and every
-  change rebuildable (it keeps its snapshot-id, so at most one try can land) → try again;
-  otherwise 502/504 ``CommitStateUnknownException``.
+  asks them (``commits.reconcile``): landed (its snapshot ids there *with a manifest list one of
+  its tries sent*) → success with the current metadata; its ids held by another commit's
+  snapshots → 409, nothing of it landed or can; absent and every change rebuildable (it keeps
+  its snapshot-id, so at most one try can land) → try again; otherwise 502/504
+  ``CommitStateUnknownException``.
 
 A rebuilt change is classified again against the state it is built on and must need no right
 beyond what the gate allowed; the audit evidence of each change says how many tries it took and
@@ -41,6 +43,7 @@ from proxy.commit_queue import TableKey, TableQueue, TableSlot
 from proxy.commits.limits import CommitLimits
 from proxy.commits.reconcile import Outcome, outcome_of
 from proxy.commits.retry import CommitRetry
+from proxy.commits.snapshots import added_snapshots
 from proxy.commits.written import discard
 from proxy.errors import CommitFailed, CommitStateUnknown, CommitTimeout, IcebergError
 from proxy.inbound import InboundRequest
@@ -64,11 +67,18 @@ class Pending:
     rebased: int = 0
     refused: bool = False  # the last try was refused outright: nothing of it landed
     file_io: Mapping[str, str] = field(default_factory=dict)  # ``Settings.file_io``
+    sent: dict[int, set[str]] = field(default_factory=dict)  # ``reconcile.SentLists``
     key: TableKey = field(init=False)
 
     def __post_init__(self) -> None:
         r = self.change.resource
         self.key = (r.catalog, tuple(r.namespace), r.table or "")
+
+    def note_sent(self) -> None:
+        """Remember the manifest list of each snapshot ``body`` adds, as about to be sent: a
+        snapshot found later with its id is this commit's only with one of these."""
+        for snapshot in added_snapshots(self.body):
+            self.sent.setdefault(snapshot.snapshot_id, set()).add(snapshot.manifest_list)
 
     @property
     def built(self) -> bool:
@@ -178,6 +188,8 @@ class _Attempts:
             await self._pause()
 
     async def _send(self) -> Response | None:
+        for p in self._pending:
+            p.note_sent()
         try:
             upstream = await self._c._forwarder.exchange(
                 self._inbound, self._wire([p.body for p in self._pending]))
@@ -216,8 +228,11 @@ class _Attempts:
             self._report(outcome="conflict")
             self._discard()
             return relayed(upstream, upstream.content)
-        if self._unknown is not None and self._outcome(states) is Outcome.LANDED:
+        outcome = self._outcome(states) if self._unknown is not None else None
+        if outcome is Outcome.LANDED:
             return self._reconciled(states)  # an earlier, unknown try had landed
+        if outcome is Outcome.TAKEN:
+            raise self._taken()
         if not self._may_retry():
             if self._unknown is not None:  # that earlier try may land yet: never a 409
                 self._report(outcome="unknown")
@@ -245,6 +260,8 @@ class _Attempts:
         outcome = self._outcome(states)
         if outcome is Outcome.LANDED:
             return self._reconciled(states)
+        if outcome is Outcome.TAKEN:
+            raise self._taken()
         if outcome is Outcome.ABSENT and self._may_retry():
             self._learn(states)
             raise Unknown(error)
@@ -252,7 +269,7 @@ class _Attempts:
         raise error
 
     def _outcome(self, states: Sequence[TableState | None]) -> Outcome:
-        outcomes = {outcome_of(p.body, None if s is None else s.metadata)
+        outcomes = {outcome_of(p.body, None if s is None else s.metadata, p.sent)
                     for p, s in zip(self._pending, states, strict=True)}
         outcome = outcomes.pop() if len(outcomes) == 1 else Outcome.UNKNOWN
         if self._c._metrics is not None:
@@ -266,6 +283,14 @@ class _Attempts:
         if self._single and document is not None:
             return JSONResponse(document)
         return Response(status_code=204)
+
+    def _taken(self) -> CommitFailed:
+        """Another commit's snapshots hold this commit's snapshot ids: nothing of it landed,
+        and no try of it can land now (a duplicate ``add-snapshot`` is refused)."""
+        self._report(outcome="conflict")
+        self._discard()
+        return CommitFailed("the commit's snapshot id is already in the table, added by another "
+                           "commit: nothing of this commit landed; retry with a new snapshot id")
 
     def _may_retry(self) -> bool:
         tries = max(p.tries for p in self._pending)

@@ -3,10 +3,13 @@
 A commit whose outcome is unknown (a timeout, a reset, a 5xx) is judged from the table as it is
 now, never guessed:
 
-- a commit that adds snapshots landed when every snapshot it adds is in the table (a catalog
-  applies a commit whole, and snapshot ids are never reused: the client's id is the commit's
-  identity). When none is there, it has not landed *yet* (``ABSENT``); some but not all cannot
-  happen for an atomic commit, so it is ``UNKNOWN``;
+- a commit that adds snapshots landed when every snapshot it adds is in the table *with a
+  manifest list this request sent* (a catalog applies a commit whole; a snapshot id alone is
+  not proof: another commit may have used the same id, and its files are not the caller's).
+  When none of its ids is there, it has not landed *yet* (``ABSENT``). When its ids are there
+  but none with a manifest list this request sent, another commit holds them: this one never
+  landed and never can (a duplicate ``add-snapshot`` is refused), so it is ``TAKEN``, a
+  conflict. Any other mix cannot happen for an atomic commit, so it is ``UNKNOWN``;
 - a commit that adds none landed when every state it asks for holds now (a property set to its
   value, a ref at its snapshot, a schema current, …). Anything icegov cannot check this way makes
   the outcome ``UNKNOWN``.
@@ -17,7 +20,7 @@ only a commit that keeps its snapshot-id (so at most one of its tries can land) 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from enum import Enum
 from typing import Any
 
@@ -33,27 +36,47 @@ class Outcome(Enum):
 
     LANDED = "landed"
     ABSENT = "absent"
+    TAKEN = "taken"
     UNKNOWN = "unknown"
 
 
-def outcome_of(body: Mapping[str, Any], current: TableMetadata | None) -> Outcome:
-    """``body``'s outcome as ``current`` (None: the table does not exist) shows it."""
+SentLists = Mapping[int, Collection[str]]
+"""Per snapshot id, every manifest list a request sent for it (its tries, rebuilt or not)."""
+
+
+def outcome_of(body: Mapping[str, Any], current: TableMetadata | None,
+               sent: SentLists | None = None) -> Outcome:
+    """``body``'s outcome as ``current`` (None: the table does not exist) shows it. ``sent``:
+    the manifest lists each snapshot id was sent with (default: the ones ``body`` names)."""
     if current is None:
         return Outcome.ABSENT if creates_table(body) else Outcome.UNKNOWN
     if creates_table(body):  # the uuid it assigns is its identity
         uuids = [u.get("uuid") for u in updates_of(body, "assign-uuid")]
         landed = bool(uuids) and str(current.table_uuid) == uuids[-1]
         return Outcome.LANDED if landed else Outcome.UNKNOWN
-    snapshot_ids = [s.snapshot_id for s in added_snapshots(body)]
-    if snapshot_ids:
-        present = [current.snapshot_by_id(i) is not None for i in snapshot_ids]
-        if all(present):
-            return Outcome.LANDED
-        return Outcome.ABSENT if not any(present) else Outcome.UNKNOWN
+    snapshots = added_snapshots(body)
+    if snapshots:
+        lists = sent if sent is not None else {s.snapshot_id: (s.manifest_list,)
+                                               for s in snapshots}
+        return _snapshots_outcome(current, {s.snapshot_id: lists.get(s.snapshot_id, ())
+                                            for s in snapshots})
     updates = [u for u in body.get("updates") or [] if isinstance(u, Mapping)]
     if updates and all(_holds(u, current) for u in updates):
         return Outcome.LANDED
     return Outcome.UNKNOWN
+
+
+def _snapshots_outcome(current: TableMetadata, wanted: SentLists) -> Outcome:
+    """LANDED when every id is in the table with one of its sent manifest lists; ABSENT when
+    none is there; TAKEN when every one there is another commit's; otherwise UNKNOWN."""
+    found = {i: current.snapshot_by_id(i) for i in wanted}
+    ours = [s is not None and s.manifest_list in wanted[i] for i, s in found.items()]
+    present = [s is not None for s in found.values()]
+    if all(ours):
+        return Outcome.LANDED
+    if not any(present):
+        return Outcome.ABSENT
+    return Outcome.TAKEN if not any(ours) else Outcome.UNKNOWN
 
 
 def _holds(update: Mapping[str, Any], current: TableMetadata) -> bool:

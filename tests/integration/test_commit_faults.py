@@ -146,6 +146,11 @@ class PreparedCommit:
         return [u["snapshot"]["snapshot-id"] for u in self.body["updates"]
                 if u["action"] == "add-snapshot"]
 
+    @property
+    def manifest_lists(self) -> list[str]:
+        return [u["snapshot"]["manifest-list"] for u in self.body["updates"]
+                if u["action"] == "add-snapshot"]
+
 
 def prepared(tx: Transaction) -> PreparedCommit:
     """The body pyiceberg's ``commit_transaction`` would send for ``tx``."""
@@ -357,3 +362,38 @@ def test_a_transaction_of_two_appends_through_a_fault_lands_once(
     assert table_ids(catalog, table) == [1, 2, 3, 10]
     assert table_ids(catalog, other) == [20]
     assert len(faults.forwarded(transaction_commit)) == 1
+
+
+def test_an_unknown_outcome_is_not_reconciled_by_another_commits_snapshot(
+        stack: FaultStack, faults: FaultProxy, catalog: RestCatalog, table: Table,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """While this commit's outcome is unknown, another writer's commit that used the same
+    snapshot id lands on the backing: the id in the table is not this commit's landing (its
+    manifest list is not one icegov sent), so the answer is a 409 with nothing of it landed,
+    never a 200 "reconciled" without its rows."""
+    commit = prepared_append(table, 10, 11)
+    [taken] = commit.snapshot_ids
+    with monkeypatch.context() as patched:
+        patched.setattr(type(table.metadata), "new_snapshot_id", lambda _: taken)
+        impostor = prepared_append(table, 99)
+    assert impostor.snapshot_ids == [taken]
+
+    def impostor_lands() -> None:
+        assert post_to_backing(faults.upstream, table, impostor).status_code == 200
+
+    armed = faults.arm(status_before(502), on_fire=impostor_lands)
+    response = send(stack.url, table, commit)
+    assert armed.fired == 1, response.text
+    assert_error_model(response, 409, "CommitFailedException")
+    assert table_ids(catalog, table) == [1, 2, 3, 99]
+    assert [s.manifest_list for s in catalog.load_table(table.name()).snapshots()
+            if s.snapshot_id == taken] == [impostor.manifest_lists[0]]
+
+
+def post_to_backing(upstream: str, table: Table, commit: PreparedCommit) -> httpx.Response:
+    """POST the commit straight to the backing catalog (no icegov, no fault proxy)."""
+    namespace, name = table.name()[-2:]
+    with httpx.Client(base_url=upstream, timeout=CLIENT_TIMEOUT) as http:
+        prefix = http.get("/v1/config").json().get("overrides", {}).get("prefix")
+        root = f"/v1/{prefix}" if prefix else "/v1"
+        return http.post(f"{root}/namespaces/{namespace}/tables/{name}", json=commit.body)

@@ -17,6 +17,7 @@ import pytest
 from pydantic import TypeAdapter
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.table.update import TableRequirement, TableUpdate
 
 from proxy.commits import classify_commit
@@ -136,7 +137,35 @@ def test_rebasing_twice_keeps_the_snapshot_id_and_lands_once(tmp_path: Path) -> 
     second = rebase_append(first, shape, head.metadata, head.io, int(time.time() * 1000))
     landed = commit(catalog, second)
     assert ids(landed) == [1, 2, 3, 7]
-    assert outcome_of(body, landed.metadata) is Outcome.LANDED
+    [snapshot] = [u["snapshot"] for u in second["updates"] if u["action"] == "add-snapshot"]
+    sent = {snapshot["snapshot-id"]: {lists(body)[0], lists(first)[0], lists(second)[0]}}
+    assert outcome_of(second, landed.metadata, sent) is Outcome.LANDED
+    # the client's own body names a manifest list that never landed: by itself it proves nothing
+    assert outcome_of(body, landed.metadata) is Outcome.TAKEN
+
+
+def lists(body: dict[str, Any]) -> list[str]:
+    """The manifest lists of the snapshots ``body`` adds."""
+    return [u["snapshot"]["manifest-list"] for u in body["updates"]
+            if u["action"] == "add-snapshot"]
+
+
+def test_a_snapshot_id_another_commit_used_is_not_this_commits_landing(tmp_path: Path) -> None:
+    catalog, table = new_table(tmp_path)
+    table.append(rows(1))
+    stale = catalog.load_table("db.t")
+    ours = pending_append(stale, rows(2))
+    theirs = pending_append(stale, rows(99))
+    [snapshot] = [u["snapshot"] for u in ours["updates"] if u["action"] == "add-snapshot"]
+    current = stale.metadata.model_copy(update={"snapshots": [
+        *stale.metadata.snapshots,
+        # another writer's snapshot (its own files) that happens to carry our id
+        Snapshot.model_validate({**snapshot, "manifest-list": lists(theirs)[0]})]})
+    assert outcome_of(ours, current) is Outcome.TAKEN
+    assert outcome_of(ours, current, {snapshot["snapshot-id"]: set()}) is Outcome.TAKEN
+    mine = stale.metadata.model_copy(update={"snapshots": [
+        *stale.metadata.snapshots, Snapshot.model_validate(snapshot)]})
+    assert outcome_of(ours, mine) is Outcome.LANDED
 
 
 def test_only_pure_appends_may_be_rebased(tmp_path: Path) -> None:
