@@ -20,8 +20,18 @@ from pyiceberg.exceptions import (
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
-from pyiceberg.transforms import IdentityTransform
-from pyiceberg.types import LongType, NestedField, StringType
+from pyiceberg.transforms import (
+    BucketTransform,
+    DayTransform,
+    HourTransform,
+    IdentityTransform,
+    MonthTransform,
+    Transform,
+    TruncateTransform,
+    VoidTransform,
+    YearTransform,
+)
+from pyiceberg.types import LongType, NestedField, StringType, TimestampType
 
 from proxy.client import IcegovClient
 from tests.conftest import RunningProxy
@@ -103,6 +113,32 @@ def test_append_delete_and_overwrite_read_back_exactly(client: IcegovClient, nam
     assert landed.current_snapshot() is not None
     assert audited_classifications(proxy.audit_log, f"{namespace}.t") == [
         "INSERT", "INSERT", "DELETE", "UPDATE"]
+
+
+TRANSFORMS: list[tuple[int, Transform[Any, Any]]] = [
+    (1, BucketTransform(4)), (2, TruncateTransform(2)), (1, TruncateTransform(10)),
+    (3, YearTransform()), (3, MonthTransform()), (3, DayTransform()), (3, HourTransform()),
+    (2, IdentityTransform()), (1, VoidTransform())]
+
+
+@pytest.mark.parametrize(("source", "transform"), TRANSFORMS, ids=lambda v: str(v))
+def test_every_partition_transform_appends_and_deletes(
+        client: IcegovClient, namespace: str, source: int, transform: Transform[Any, Any]
+        ) -> None:
+    """What ``pip install icegov`` brings writes a table partitioned by any transform
+    (pyiceberg's bucket and truncate need pyiceberg-core)."""
+    schema = Schema(*SCHEMA.fields, NestedField(3, "ts", TimestampType(), required=False))
+    spec = PartitionSpec(PartitionField(source, 1000, transform, "part"))
+    table = f"{namespace}.by_{type(transform).__name__.lower()}"
+    client.catalog.create_table(table, schema, partition_spec=spec)
+    stamps = pa.array([1_700_000_000_000_000 + i * 7_200_000_000 for i in range(4)],
+                      pa.timestamp("us"))
+    client.append(table, pa.table({"id": pa.array([1, 2, 3, 4], pa.int64()),
+                                   "p": ["aa", "ab", "ba", "bb"], "ts": stamps}))
+    client.delete_where(table, "id = 2")
+    scanned = client.load(table).scan().to_arrow()
+    assert sorted(zip(scanned["id"].to_pylist(), scanned["p"].to_pylist(), strict=True)) == [
+        (1, "aa"), (3, "ba"), (4, "bb")]
 
 
 def test_delete_files_by_name(client: IcegovClient, namespace: str) -> None:
