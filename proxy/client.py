@@ -17,9 +17,12 @@ conflict for appends::
 
 Retries are safe: every operation carries a ``snapshot-id`` the client picks (random, not in
 the table) and an ``Idempotency-Key``. When the answer is lost (a transport error) or is a 5xx
-(502, 504, or icegov's own 500/503), the client reloads the table: its snapshot there means the
-operation landed (success); otherwise it sends the same request again (same id, same key), at
-most ``retries`` times. A snapshot id can be added once, so at most one of the tries lands.
+(502, 504, or icegov's own 500/503), the client reloads the table: its snapshot there, adding
+exactly the files the client wrote and removing the ones it named, means the operation landed
+(success); a snapshot with its id but other files is another commit's, so nothing of this one
+landed or can (``CommitFailedException``); with no such snapshot it sends the same request again
+(same id, same key), at most ``retries`` times. A snapshot id can be added once, so at most one
+of the tries lands.
 
 Failures raise pyiceberg's exceptions: ``CommitFailedException`` (409: a real conflict, nothing
 landed), ``BadRequestError`` / ``ForbiddenError`` / ``NoSuchTableError``; then the files the
@@ -56,7 +59,7 @@ from pyiceberg.expressions import AlwaysTrue, BooleanExpression, SerializableBoo
 from pyiceberg.expressions.parser import parse
 from pyiceberg.expressions.visitors import bind
 from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files, expression_to_pyarrow
-from pyiceberg.manifest import DataFile
+from pyiceberg.manifest import DataFile, DataFileContent, ManifestEntryStatus
 from pyiceberg.table import CommitTableResponse, Table
 from requests import RequestException
 
@@ -69,6 +72,7 @@ _ERRORS: dict[int, type[Exception]] = {400: BadRequestError, 401: UnauthorizedEr
                                        409: CommitFailedException}
 _POSITION = "_icegov_position"
 _OUTCOME_UNKNOWN = {500, 502, 503, 504}
+_REMOVED_FILES = {"delete-files": "data-files", "overwrite-files": "deleted-data-files"}
 _LANDED = None  # what ``_post`` answers when a reload found the operation's snapshot
 
 
@@ -93,6 +97,13 @@ class _Change:
     def __post_init__(self) -> None:
         self.snapshot_id = self.snapshot_id or _new_snapshot_id(self.table)
         self.update["snapshot-id"] = self.snapshot_id
+
+    @property
+    def named_files(self) -> tuple[set[str], set[str]]:
+        """The data files the change adds (the ones written for it) and removes (by name)."""
+        key = _REMOVED_FILES.get(str(self.update.get("action")))
+        removed = self.update.get(key) if key is not None else None
+        return {f.file_path for f in self.written}, set(removed or [])
 
     @property
     def empty(self) -> bool:
@@ -232,10 +243,15 @@ class IcegovClient:
                 table = self.load(change.table.name())
             except (RESTError, RequestException):
                 return None
-            found.append(table.metadata.snapshot_by_id(change.snapshot_id) is not None)
+            found.append(_landed_here(table, change))
         if found and all(found):
             return True
-        if any(found):
+        if any(f is False for f in found) and not any(found):
+            for change in changes:  # nothing of it landed, and it cannot: the files are nobody's
+                _remove(change)
+            raise CommitFailedException("the operation's snapshot id is in the table, added by "
+                                        "another commit: nothing of this operation landed")
+        if any(f is not None for f in found):
             raise CommitStateUnknownException("part of the transaction's snapshots are in "
                                               "their tables: reload the tables")
         return False
@@ -276,6 +292,30 @@ class ClientTransaction:
         changes = list(self._changes.values())
         url = self._client.catalog.url("transactions/commit")
         self._client._post(url, {"table-changes": [c.body() for c in changes]}, changes)
+
+
+def _landed_here(table: Table, change: _Change) -> bool | None:
+    """None: no snapshot has the change's id; True: the snapshot with its id adds exactly the
+    data files the change wrote and removes every one it named; False: it is another commit's
+    (a snapshot id alone proves nothing)."""
+    snapshot = table.metadata.snapshot_by_id(change.snapshot_id)
+    if snapshot is None:
+        return None
+    added: set[str] = set()
+    removed: set[str] = set()
+    for manifest in snapshot.manifests(table.io):
+        if manifest.added_snapshot_id != change.snapshot_id:
+            continue  # carried over: nothing in it is this snapshot's
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
+            if entry.snapshot_id != change.snapshot_id \
+                    or entry.data_file.content != DataFileContent.DATA:
+                continue
+            if entry.status == ManifestEntryStatus.ADDED:
+                added.add(entry.data_file.file_path)
+            elif entry.status == ManifestEntryStatus.DELETED:
+                removed.add(entry.data_file.file_path)
+    wrote, named = change.named_files
+    return added == wrote and named <= removed
 
 
 def _base(table: Table) -> dict[str, Any]:

@@ -275,3 +275,20 @@ def test_a_transaction_whose_answer_was_lost_lands_once(
         tx.append(two, batch([2]))
     assert len(faults.forwarded(transaction_commit)) == 1
     assert rows(client, one) == [(1, "a")] and rows(client, two) == [(2, "a")]
+
+
+def test_another_commits_snapshot_under_the_same_id_is_not_this_operations_landing(
+        faulty: tuple[IcegovClient, FaultProxy], namespace: str, proxy: RunningProxy,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The answer is lost, and meanwhile another writer's operation landed with the same
+    snapshot id: the client must not report success for rows that are not there."""
+    client, faults = faulty
+    table = new_table(client, namespace)
+    direct = IcegovClient(proxy.url, credential=ADMIN)
+    monkeypatch.setattr("proxy.client._new_snapshot_id", lambda _: 4242)
+    change = client.prepare_append(client.load(table), batch([1]))
+    faults.arm(status_before(502), on_fire=lambda: direct.append(table, batch([99], "z")))
+    with pytest.raises(CommitFailedException, match="another commit"):
+        client.commit(change)
+    assert rows(client, table) == [(99, "z")]
+    assert not any(change.table.io.new_input(f.file_path).exists() for f in change.written)
