@@ -15,9 +15,11 @@ INSERTs are allowed.
 Messages never name a denied column (that would reveal it exists); a masked column may be
 named, the principal knows it from ``read-restrictions``.
 
-Data operations (``proxy.commits.operations``) are judged twice: ``operation_refusal`` before
-icegov builds them (their filters and equality deletes must not reach hidden columns, whose
-values the build's answers would otherwise reveal), ``write_refusal`` on what was built.
+Data operations (``proxy.commits.operations``) are judged twice: before icegov builds them
+(their filters' names resolved in the principal's view, a hidden column answered as a missing
+one: ``proxy.reads.operation_names``; ``operation_refusal``: equality deletes must not reach
+hidden columns, whose values the build's answers would otherwise reveal), and
+``write_refusal`` on what was built.
 """
 
 from __future__ import annotations
