@@ -159,3 +159,28 @@ def test_a_delete_by_filter_on_a_hidden_column_answers_as_on_a_missing_one(
     after = admin.load_table("demo.two_files")
     assert after.metadata.snapshots == before.metadata.snapshots  # nothing landed
     assert sorted(after.scan().to_arrow().column("ssn").to_pylist()) == SSNS[:2]
+
+
+def test_a_case_insensitive_delete_filter_binds_the_readable_twin_only(
+        proxy: RunningProxy) -> None:
+    """``Ssn`` without case names the readable ``SSN`` for ``deleter``, exactly as if the
+    hidden ``ssn`` did not exist: the file whose ``SSN`` matches goes, not the one whose
+    hidden ``ssn`` does."""
+    admin = RestCatalog("admin", uri=proxy.url, credential=ADMIN)
+    if admin.table_exists("demo.twins"):
+        admin.drop_table("demo.twins")
+    twins = admin.create_table("demo.twins", Schema(
+        NestedField(1, "id", LongType(), required=False),
+        NestedField(2, "SSN", StringType(), required=False),
+        NestedField(3, "ssn", StringType(), required=False)))
+    for i, (readable, hidden) in enumerate((("a", "b"), ("b", "a"))):
+        twins.append(pa.table({"id": pa.array([i], pa.int64()), "SSN": [readable],
+                               "ssn": [hidden]}))
+    with as_principal(proxy.url, DELETER) as deleter:
+        answer = deleter.post("/v1/namespaces/demo/tables/twins", json={
+            "requirements": [], "updates": [{
+                "action": "delete-files", "case-sensitive": False,
+                "row-filter": {"type": "eq", "term": "Ssn", "value": "a"}}]})
+    assert answer.status_code == 200, answer.text
+    left = admin.load_table("demo.twins").scan().to_arrow().to_pylist()
+    assert left == [{"id": 1, "SSN": "b", "ssn": "a"}]
