@@ -38,6 +38,7 @@ from proxy.inbound import InboundRequest
 from proxy.intent import PUBLIC_ENDPOINTS, Intent, Names, Need, intent_of
 from proxy.nesting import NamespacePaths
 from proxy.read_views import ReadViews, describe, hidden_ids
+from proxy.reads.operation_names import judged_operation
 from proxy.reads.writes import (
     changes_schema,
     operation_refusal,
@@ -239,21 +240,32 @@ class Gate:
 
     def _refuse_hidden_operation(self, principal: Principal, record: AuditRecord,
                                  resource: Resource, body: dict[str, Any],
-                                 metadata: TableMetadata) -> None:
-        """403 for a data operation whose filters or equality deletes reach columns hidden
-        from the principal, or that removes rows of a row-filtered one: judged before icegov
-        builds it (``proxy.reads.writes.operation_refusal``)."""
+                                 metadata: TableMetadata) -> dict[str, Any] | None:
+        """Judge a data operation before icegov builds it: a filter naming a column outside
+        the principal's view is refused as one the table lacks (400, hidden or missing alike:
+        ``proxy.reads.operation_names``), one whose equality deletes reach hidden columns, or
+        that removes rows of a row-filtered principal, 403 (``operation_refusal``). Returns
+        the body with case-insensitive filters respelled as the view names its columns (None
+        when unchanged), which is what icegov builds."""
         if self._views is None:
-            return
+            return None
         view = self._views.view(principal, resource, metadata)
         if not view.restricted:
-            return
+            return None
+        updates = body.get("updates")
+        if not isinstance(updates, list):
+            return None
+        judged = [judged_operation(update, metadata.schema(), view) for update in updates]
         hidden = hidden_ids(metadata, view.hidden(False))
-        for update in body.get("updates") or ():
-            refusal = operation_refusal(view, update, metadata.schema(), hidden)
+        for update in judged:
+            refusal = operation_refusal(view, update, hidden) if isinstance(update, dict) \
+                else None
             if refusal is not None:
                 record.decision = "deny"
                 raise Forbidden(refusal)
+        if all(a is b for a, b in zip(judged, updates, strict=True)):
+            return None
+        return {**body, "updates": judged}
 
     def _admit_commit_coarse(self, principal: Principal, intent: Intent,
                              record: AuditRecord) -> None:

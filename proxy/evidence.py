@@ -53,9 +53,10 @@ Post = Fetch  # (path, body, caller headers)
 _EMPTY_SCHEMA = {"type": "struct", "schema-id": 0, "fields": []}
 
 
-BuildGuard = Callable[[Resource, dict[str, Any], TableMetadata], None]
+BuildGuard = Callable[[Resource, dict[str, Any], TableMetadata], dict[str, Any] | None]
 """Judges a data operation (its table, body and current metadata) before it is built; raises
-to refuse it (``Gate`` refuses filters over columns hidden from the caller)."""
+to refuse it (``Gate`` refuses filters over columns hidden from the caller), and may return the
+body to build instead (its filters respelled as the caller's view names its columns)."""
 
 
 class ChangeClassifier:
@@ -100,8 +101,9 @@ class ChangeClassifier:
             return ClassifiedChange(change.resource, change.body, intent, None)
         base = await self.load(inbound, change)
         if has_data_operation(change.body):
-            if guard is not None:
-                guard(change.resource, change.body, base.metadata)
+            judged = guard(change.resource, change.body, base.metadata) if guard else None
+            if judged is not None:
+                change = replace(change, body=judged)
             return await self._build(change, base)
         stale = _stale(change.body, base)
         try:

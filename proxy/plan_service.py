@@ -2,8 +2,9 @@
 
 icegov plans from the backing's metadata and never forwards a planning request. Every answer is
 judged the same way: load the table (the gate already decided the principal may SELECT it), work
-out the principal's read view (``proxy.read_views``), refuse a request naming a hidden column
-(403, ``proxy.scan_access``), then plan with the principal's row filter pruning manifests and
+out the principal's read view (``proxy.read_views``), refuse a request naming a column outside
+that view (400, as a column the table lacks: ``proxy.read_context.judge``), then plan — bound to
+the principal's view of the schema — with the principal's row filter pruning manifests and
 files, and hand out only what the view allows (statistics of hidden columns stripped).
 
 Plan ids and plan tasks are signed tokens (``proxy.planning.tokens``) that name the principal,
@@ -39,9 +40,10 @@ from proxy.planning.planner import Plan, Planner, ScanSpec
 from proxy.planning.request import ScanRequest, parse_scan_request
 from proxy.planning.settings import PlanningSettings
 from proxy.planning.tokens import Kind, TaskClaims, seal, unseal
-from proxy.read_context import ReadContext, TableReader, hidden_field_ids, judge
+from proxy.read_context import ReadContext, TableReader, hidden_field_ids, judge, scan_spec
 from proxy.read_views import describe
 from proxy.restrictions import ReadView
+from proxy.scan_access import ColumnNames
 
 Generation = Callable[[], int]
 
@@ -63,10 +65,7 @@ class Scan:
 
     def spec(self) -> ScanSpec:
         """The scan as the planner takes it, with the principal's row filter."""
-        r = self.request
-        return ScanSpec(r.snapshot_id, r.filter, self.context.view.filter_expression,
-                        r.case_sensitive, r.use_snapshot_schema, r.start_snapshot_id,
-                        r.end_snapshot_id)
+        return scan_spec(self.context, self.request)
 
 
 def pinned(request: ScanRequest, metadata: TableMetadata) -> ScanRequest:
@@ -303,17 +302,14 @@ def _refuse_hidden_equality_deletes(plan: Plan, hidden: frozenset[int]) -> None:
 
 
 def _stats_ids(scan: Scan, plan: Plan) -> frozenset[int] | None:
-    """Field ids of the requested ``stats-fields`` (None: none asked); 400 for unknown names."""
+    """Field ids of the requested ``stats-fields`` (None: none asked), resolved in the schema
+    the plan was bound to (the caller's view: ``judge`` refused names it lacks)."""
     names = scan.request.stats_fields
     if names is None:
         return None
-    ids: set[int] = set()
-    for name in names:
-        try:
-            ids.add(plan.schema.find_field(name, scan.request.case_sensitive).field_id)
-        except ValueError as exc:
-            raise BadRequest(f"stats-fields: no column {name[:200]!r} in this table") from exc
-    return frozenset(ids)
+    columns = ColumnNames(plan.schema)
+    return frozenset(columns.field_id("stats-fields", name, scan.request.case_sensitive)
+                     for name in names)
 
 
 def _dumps(body: Any) -> bytes:

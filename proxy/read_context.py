@@ -1,13 +1,17 @@
 """Who reads which table: the table's state from the backing, the principal's read view of it,
-and the checks every read answer passes (the columns a scan names, the row filter)."""
+and the checks every read answer passes (the columns a scan names, the row filter).
+
+``judge`` is the one seam where the column names a plan request writes meet the table: they
+are resolved in the principal's view of the schema the scan binds to, before anything binds to
+the table's schema, and the planner binds to that same view (``ScanSpec.hidden``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-from pyiceberg.schema import Schema
 from pyiceberg.table.metadata import TableMetadata
 
 from proxy.admission import Admission
@@ -18,17 +22,22 @@ from proxy.backing.tables import (
     load_table_state,
 )
 from proxy.commits import UnverifiableCommit
-from proxy.errors import BackingFailed, BadRequest, Forbidden
+from proxy.errors import BackingFailed, Forbidden
 from proxy.governance import Principal
 from proxy.inbound import InboundRequest
 from proxy.planning.filter_json import bind_filter
 from proxy.planning.request import ScanRequest
-from proxy.planning.scope import require_snapshots
+from proxy.planning.scope import ScanSpec, require_snapshots, scanned_schema
 from proxy.read_views import ReadViews, hidden_ids, hidden_owners
 from proxy.reads.projection import partition_refusal
 from proxy.resources import Resource
 from proxy.restrictions import ReadView
-from proxy.scan_access import bound_row_filter, check_row_filter_history, refuse_hidden
+from proxy.scan_access import (
+    bound_row_filter,
+    check_row_filter_history,
+    hidden_column,
+    refuse_unseen,
+)
 
 
 @dataclass(frozen=True)
@@ -74,55 +83,47 @@ class TableReader:
                            admission.evidence)
 
 
-def scan_schema(metadata: TableMetadata, request: ScanRequest) -> Schema:
-    """The schema a scan binds to: the snapshot's with ``use-snapshot-schema``, else current."""
-    if request.use_snapshot_schema and request.snapshot_id is not None:
-        snapshot = metadata.snapshot_by_id(request.snapshot_id)
-        if snapshot is not None and snapshot.schema_id is not None:
-            for schema in metadata.schemas:
-                if schema.schema_id == snapshot.schema_id:
-                    return schema
-    return metadata.schema()
+def scan_spec(context: ReadContext, request: ScanRequest) -> ScanSpec:
+    """The scan as the planner takes it: the principal's row filter, and the columns hidden
+    from the principal left out of the schema it binds to."""
+    r = request
+    return ScanSpec(r.snapshot_id, r.filter, context.view.filter_expression, r.case_sensitive,
+                    r.use_snapshot_schema, r.start_snapshot_id, r.end_snapshot_id,
+                    hidden=context.view.hidden(context.applies_masks))
+
+
+def named_columns(request: ScanRequest) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Every column name the request writes, by part, in the order they are judged (a filter's
+    names sorted: those of predicates weakened away included)."""
+    return (("select", request.select or ()), ("filter", tuple(sorted(request.filter_columns))),
+            ("stats-fields", request.stats_fields or ()))
 
 
 def judge(context: ReadContext, request: ScanRequest) -> None:
-    """400 when the request names a column hidden from the principal (in select, filter or
-    stats-fields: answered as a column that does not exist), 403 when the principal's row
-    filter cannot apply to the table."""
+    """400 when the request names a column that is not in the principal's view of the schema
+    the scan binds to (``NoSuchColumn``: hidden and missing alike, in select, filter — every
+    form, translated or not — and stats-fields), 403 when the principal's row filter cannot
+    apply to the table. Runs when a plan is submitted and again on every fetch of its result
+    or tasks, so a name is refused at submission whatever its column."""
     require_snapshots(context.metadata, request.snapshot_id, request.start_snapshot_id,
                       request.end_snapshot_id)  # first: as for a scan naming no hidden column
-    schema = scan_schema(context.metadata, request)
-    hidden = context.view.hidden(context.applies_masks)
-    bind_filter(request.filter, Schema(*(f for f in schema.fields if f.name not in hidden)),
-                request.case_sensitive)  # a hidden column fails where a missing one would
-    parts = (("select", request.select or ()), ("filter", sorted(request.filter_columns)),
-             ("stats-fields", request.stats_fields or ()))
-    for bound_to in _every_schema(context.metadata, schema):  # whichever one the scan binds
-        for what, names in parts:
-            refuse_hidden(names, bound_to, context.view, what=what,
-                          applies_masks=context.applies_masks,
-                          case_sensitive=request.case_sensitive, evidence=context.evidence)
+    visible = scanned_schema(context.metadata, scan_spec(context, request))
+    refuse_unseen(named_columns(request), visible, case_sensitive=request.case_sensitive,
+                  noted=partial(_note_refusal, context, request.case_sensitive))
+    bind_filter(request.filter, visible, request.case_sensitive)  # literals, by visible types
     bound_row_filter(context.view, context.metadata.schema())
     check_row_filter_history(context.view, context.metadata)
     refuse_hidden_partitions(context)
-    for name in request.select or ():
-        if not _has_field(schema, name, request.case_sensitive):
-            raise BadRequest(f"select: no column {name[:200]!r} in the scanned schema")
 
 
-def _every_schema(metadata: TableMetadata, scanned: Schema) -> list[Schema]:
-    """The scanned schema first, then every other schema the table has had: a name that lies
-    in a hidden column in any of them is refused, whichever schema a scan (an incremental one
-    on its end snapshot's, a renamed or dropped column's old name) ends up bound to."""
-    return [scanned, *(s for s in metadata.schemas if s.schema_id != scanned.schema_id)]
-
-
-def _has_field(schema: Schema, name: str, case_sensitive: bool) -> bool:
-    try:
-        schema.find_field(name, case_sensitive)
-    except ValueError:
-        return False
-    return True
+def _note_refusal(context: ReadContext, case_sensitive: bool, part: str, name: str) -> None:
+    """The audit record's truth about a refused name: hidden (which column, why) or absent."""
+    column = hidden_column(name, context.metadata, context.view,
+                           applies_masks=context.applies_masks, case_sensitive=case_sensitive)
+    because = ("absent" if column is None else
+               "denied" if column in context.view.denied else "masked")
+    context.evidence.append({"refused": part, "column": column or name[:200],
+                             "table": str(context.table), "because": because})
 
 
 def refuse_hidden_partitions(context: ReadContext) -> None:

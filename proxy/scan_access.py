@@ -1,7 +1,9 @@
 """What a scan may name: the columns a plan request selects, filters on or asks statistics for
 must all be visible to the principal; the principal's row filter must apply to the schema.
 
-A request naming a denied column is refused as one naming no column at all (400): the
+Every name a caller writes is resolved in the caller's view of the schema (``refuse_unseen``,
+``ColumnNames``): the schema without the columns hidden from it. A denied column is so refused
+as a column the table does not have (``NoSuchColumn``, 400, one message for both): the
 principal's loadTable has no such column, and the answer must not tell a hidden column from a
 missing one (the audit record says which it was). A masked column is refused the same way
 unless the client applies masks itself: a plan hands out whole files, so a client that cannot
@@ -10,25 +12,17 @@ mask would read the raw values.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
 
 from pyiceberg.exceptions import ResolveError
 from pyiceberg.expressions import BooleanExpression
 from pyiceberg.expressions.visitors import bind
-from pyiceberg.schema import Schema
+from pyiceberg.schema import Schema, index_by_name
 from pyiceberg.table.metadata import TableMetadata
 
 from proxy.errors import BadRequest, Forbidden
 from proxy.planning.filter_json import referenced_columns
 from proxy.restrictions import ReadView
-
-
-def top_level(name: str, schema: Schema, case_sensitive: bool) -> str | None:
-    """The top-level column a (possibly nested, dotted) name lies in, as the schema spells it;
-    None when the schema has no such column."""
-    found = top_levels(name, schema, case_sensitive)
-    return found[0] if found else None
 
 
 def top_levels(name: str, schema: Schema, case_sensitive: bool) -> list[str]:
@@ -50,31 +44,74 @@ def _prefixes(name: str) -> list[str]:
     return [".".join(parts[:n]) for n in range(len(parts), 0, -1)]
 
 
-UNKNOWN = {
-    "select": "select: no column {name!r} in the scanned schema",
-    "stats-fields": "stats-fields: no column {name!r} in this table",
-    "filter": "the filter does not apply to the table's schema: Could not find field with "
-              "name {name}, case_sensitive={case_sensitive}",
-}
-"""What a name that lies in no column is answered with, for each part of a plan request."""
+class NoSuchColumn(BadRequest):
+    """400 for a name that lies in no column the caller can see. One answer, worded the same
+    whether the column is hidden from the caller or absent from the table: only the part of
+    the request (``select``, ``filter``, ...) and the name as the caller wrote it vary."""
+
+    def __init__(self, part: str, name: str) -> None:
+        super().__init__(f"{part}: no column {name[:200]!r} in this table")
 
 
-def refuse_hidden(names: Iterable[str], schema: Schema, view: ReadView, *,
-                  applies_masks: bool, case_sensitive: bool, what: str,
-                  evidence: list[dict[str, Any]] | None = None) -> None:
-    """400 for the first name that lies in a column hidden from the principal, worded as for a
-    name that lies in no column at all: the table the principal is shown has no such column,
-    and the answer must not tell a hidden column from a missing one. The truth (the column and
-    the rule's verdict) goes to ``evidence``, the audit record's."""
+class ColumnNames:
+    """Resolves caller-written column names (dotted for nested fields) in one schema — the
+    caller's view of it (``proxy.planning.scope.visible``), never the table's whole schema —
+    as pyiceberg binds them."""
+
+    def __init__(self, schema: Schema) -> None:
+        self._exact = index_by_name(schema)
+        self._folded: dict[str, set[int]] = {}
+        for name, field_id in self._exact.items():
+            self._folded.setdefault(name.lower(), set()).add(field_id)
+
+    def field_id(self, part: str, name: str, case_sensitive: bool) -> int:
+        """The field id ``name`` names; ``NoSuchColumn`` when none, ``BadRequest`` when,
+        case ignored, it names several (as Java's case-insensitive binding refuses)."""
+        if case_sensitive:
+            found = self._exact.get(name)
+            if found is None:
+                raise NoSuchColumn(part, name)
+            return found
+        ids = self._folded.get(name.lower(), set())
+        if not ids:
+            raise NoSuchColumn(part, name)
+        if len(ids) > 1:
+            raise BadRequest(f"{part}: {name[:200]!r} names more than one column when case "
+                             "is ignored")
+        return next(iter(ids))
+
+
+Refusal = Callable[[str, str], None]
+"""Told (part, name) of a name about to be refused, before it is (the audit's truth)."""
+
+
+def refuse_unseen(parts: Iterable[tuple[str, Iterable[str]]], visible: Schema, *,
+                  case_sensitive: bool, noted: Refusal | None = None) -> None:
+    """``NoSuchColumn`` for the first name, part by part, that lies in no column of
+    ``visible`` (the caller's view of the schema the request binds to). A column hidden from
+    the caller is not in ``visible``, so it is refused exactly as a missing one: same status,
+    same message, at the same step."""
+    names = ColumnNames(visible)
+    for part, written in parts:
+        for name in written:
+            try:
+                names.field_id(part, name, case_sensitive)
+            except NoSuchColumn:
+                if noted is not None:
+                    noted(part, name)
+                raise
+
+
+def hidden_column(name: str, metadata: TableMetadata, view: ReadView, *,
+                  applies_masks: bool, case_sensitive: bool) -> str | None:
+    """The hidden top-level column ``name`` may lie in, in any schema the table has had (for
+    the audit record: never for the answer)."""
     hidden = view.hidden(applies_masks)
-    for name in names:
-        column = next((c for c in top_levels(name, schema, case_sensitive) if c in hidden), None)
-        if column is None:
-            continue
-        if evidence is not None:
-            evidence.append({"refused": what, "column": column, "table": str(view.table),
-                             "because": "denied" if column in view.denied else "masked"})
-        raise BadRequest(UNKNOWN[what].format(name=name[:200], case_sensitive=case_sensitive))
+    for schema in metadata.schemas:
+        for column in top_levels(name, schema, case_sensitive):
+            if column in hidden:
+                return column
+    return None
 
 
 def bound_row_filter(view: ReadView, schema: Schema) -> BooleanExpression:

@@ -57,7 +57,8 @@ class PlanKey:
         end = spec.end_snapshot_id
         if spec.incremental and end is None:
             end = metadata.current_snapshot_id
-        scope = (spec.use_snapshot_schema, spec.start_snapshot_id, end, spec.incremental)
+        scope = (spec.use_snapshot_schema, spec.start_snapshot_id, end, spec.incremental,
+                 tuple(sorted(spec.hidden)))  # the schema the plan was bound to
         return cls(str(metadata.table_uuid), snapshot, filter_key, select, spec.case_sensitive,
                    stats_fields, view, scope, shard, spec.filter)
 

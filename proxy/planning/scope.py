@@ -5,6 +5,11 @@ A plain scan reads the data and delete manifests of one snapshot (``snapshot_id`
 Iceberg's ``IncrementalAppendScan``: the files ADDED by ``append`` snapshots after
 ``start_snapshot_id`` (exclusive) up to ``end_snapshot_id`` (inclusive, the current snapshot when
 absent) on the ancestry of the end; it reads data manifests only (appends add no deletes).
+
+A scan's filters bind to ``scanned_schema``: the scanned snapshot's schema (with
+``use_snapshot_schema``) or the current one, *as the reader sees it* — without the top-level
+columns hidden from the reader (``ScanSpec.hidden``). A hidden column is then absent from
+everything the scan names or binds, exactly like a column the table never had.
 """
 
 from __future__ import annotations
@@ -33,7 +38,9 @@ class ScanSpec:
     policy (``ReadView.filter_expression``): files that cannot match ``filter AND row_filter``
     are pruned, while residuals are computed for ``filter`` alone. ``use_snapshot_schema`` binds
     the filters to the scanned snapshot's schema instead of the current one. Setting
-    ``start_snapshot_id`` or ``end_snapshot_id`` makes the scan incremental.
+    ``start_snapshot_id`` or ``end_snapshot_id`` makes the scan incremental. ``hidden`` names
+    the top-level columns hidden from the reader: they are left out of the schema the scan
+    binds to (``scanned_schema``).
     """
 
     snapshot_id: int | None = None
@@ -43,6 +50,7 @@ class ScanSpec:
     use_snapshot_schema: bool = False
     start_snapshot_id: int | None = None
     end_snapshot_id: int | None = None
+    hidden: frozenset[str] = frozenset()
 
     @property
     def incremental(self) -> bool:
@@ -75,7 +83,7 @@ def resolve_scope(metadata: TableMetadata, io: FileIO, spec: ScanSpec,
             raise NotFound(f"snapshot {spec.snapshot_id} does not exist in this table")
     else:
         snapshot = metadata.current_snapshot()
-    schema = _schema(metadata, snapshot, spec.use_snapshot_schema)
+    schema = visible(_schema(metadata, snapshot, spec.use_snapshot_schema), spec.hidden)
     if snapshot is None:
         return Scope(None, schema)
     manifests = cache.manifests(io, snapshot.manifest_list)
@@ -96,6 +104,28 @@ def require_snapshots(metadata: TableMetadata, snapshot_id: int | None,
         raise NotFound(f"start snapshot {start_snapshot_id} does not exist in this table")
 
 
+def scanned_schema(metadata: TableMetadata, spec: ScanSpec) -> Schema:
+    """The schema ``spec``'s names resolve in and its filters bind to, as ``resolve_scope``
+    chooses it, without the columns hidden from the reader. A snapshot the table does not
+    have counts as none (``require_snapshots`` refuses it first)."""
+    if spec.incremental:
+        snapshot = (metadata.current_snapshot() if spec.end_snapshot_id is None
+                    else metadata.snapshot_by_id(spec.end_snapshot_id))
+    elif spec.snapshot_id is not None:
+        snapshot = metadata.snapshot_by_id(spec.snapshot_id)
+    else:
+        snapshot = metadata.current_snapshot()
+    return visible(_schema(metadata, snapshot, spec.use_snapshot_schema), spec.hidden)
+
+
+def visible(schema: Schema, hidden: frozenset[str]) -> Schema:
+    """``schema`` without its top-level columns named in ``hidden`` (field ids unchanged)."""
+    if not hidden or not any(f.name in hidden for f in schema.fields):
+        return schema
+    return Schema(*(f for f in schema.fields if f.name not in hidden),
+                  schema_id=schema.schema_id)
+
+
 def _schema(metadata: TableMetadata, snapshot: Snapshot | None, of_snapshot: bool) -> Schema:
     if of_snapshot and snapshot is not None and snapshot.schema_id is not None:
         found = metadata.schema_by_id(snapshot.schema_id)
@@ -110,7 +140,7 @@ def _incremental(metadata: TableMetadata, io: FileIO, spec: ScanSpec,
         raise BadRequest("snapshot-id cannot be combined with start-snapshot-id or "
                          "end-snapshot-id (an incremental scan)")
     end = _end_snapshot(metadata, spec)
-    schema = _schema(metadata, end, spec.use_snapshot_schema)
+    schema = visible(_schema(metadata, end, spec.use_snapshot_schema), spec.hidden)
     if end is None:
         return Scope(None, schema)
     start = spec.start_snapshot_id

@@ -15,9 +15,11 @@ INSERTs are allowed.
 Messages never name a denied column (that would reveal it exists); a masked column may be
 named, the principal knows it from ``read-restrictions``.
 
-Data operations (``proxy.commits.operations``) are judged twice: ``operation_refusal`` before
-icegov builds them (their filters and equality deletes must not reach hidden columns, whose
-values the build's answers would otherwise reveal), ``write_refusal`` on what was built.
+Data operations (``proxy.commits.operations``) are judged twice: before icegov builds them
+(their filters' names resolved in the principal's view, a hidden column answered as a missing
+one: ``proxy.reads.operation_names``; ``operation_refusal``: equality deletes must not reach
+hidden columns, whose values the build's answers would otherwise reveal), and
+``write_refusal`` on what was built.
 """
 
 from __future__ import annotations
@@ -27,12 +29,8 @@ from typing import Any
 
 from pyiceberg.schema import Schema
 
-from proxy.errors import BadRequest
 from proxy.governance import Action
-from proxy.planning.expressions import parse_filter
-from proxy.planning.filter_json import referenced_columns
 from proxy.restrictions import ReadView
-from proxy.scan_access import top_level
 
 REWRITES_DATA: frozenset[Action] = frozenset({Action.UPDATE, Action.REWRITE})
 """Actions whose commits write data files in place of others (the rewritten rows lose the
@@ -131,45 +129,24 @@ REMOVES_ROWS = frozenset({"delete-files", "overwrite-files", "row-delta", "rewri
 """Data operations that can remove or rewrite rows."""
 
 
-def operation_refusal(view: ReadView, update: Mapping[str, Any], schema: Schema,
+def operation_refusal(view: ReadView, update: Mapping[str, Any],
                       hidden_ids: frozenset[int]) -> str | None:
     """Why a data operation (one ``updates`` entry) is refused *before* icegov builds it, or
-    None: a filter naming a hidden column, or an equality delete keyed on one, would remove
-    rows by values the principal may not read (and the build's answers would reveal them); a
-    row-filtered principal may not remove rows at all (``write_refusal`` says so later for
-    ordinary commits). Hidden columns are never named."""
+    None: an equality delete keyed on a hidden column would remove rows by values the
+    principal may not read (and the build's answers would reveal them); a row-filtered
+    principal may not remove rows at all (``write_refusal`` says so later for ordinary
+    commits). Hidden columns are never named. (A filter naming a hidden column is refused
+    before, as one naming a column the table lacks: ``proxy.reads.operation_names``.)"""
     action = update.get("action")
     if view.row_filter is not None and action in REMOVES_ROWS:
         return (f"commit refused: {action} could change rows of {view.table.name} outside "
                 "your row filter")
-    hidden = view.hidden(False)
-    case_sensitive = update.get("case-sensitive", True) is not False
-    for key in ("row-filter", "conflict-filter"):
-        if _names_hidden(update.get(key), schema, hidden, case_sensitive):
-            return (f"commit refused: the {key} of {action} names a column hidden from you")
     for delete_file in update.get("added-delete-files") or ():
         ids = delete_file.get("equality-ids") if isinstance(delete_file, Mapping) else None
         if isinstance(ids, list) and set(ids) & hidden_ids:
             return (f"commit refused: an equality delete of {action} is keyed on a column "
                     "hidden from you")
     return None
-
-
-def _names_hidden(expression: Any, schema: Schema, hidden: frozenset[str],
-                  case_sensitive: bool) -> bool:
-    """True when the wire expression names (or may name) a hidden column; an expression that
-    cannot be read is left to the operation's own checks (which refuse it)."""
-    if expression is None or not hidden:
-        return False
-    try:
-        parsed = parse_filter(expression)
-    except BadRequest:
-        return False
-    for name in referenced_columns(parsed):
-        column = top_level(name, schema, case_sensitive)
-        if column in hidden:
-            return True
-    return False
 
 
 def spec_refusal(view: ReadView, updates: object, hidden_ids: frozenset[int]) -> str | None:

@@ -15,10 +15,11 @@ from pyiceberg.types import LongType, NestedField, StringType, StructType
 from proxy.errors import BadRequest
 from proxy.plan_jobs import MAX_JOBS, PlanJobs
 from proxy.planning.request import parse_scan_request
+from proxy.planning.scope import visible
 from proxy.planning.tokens import TaskClaims, seal, unseal
 from proxy.resources import Resource
 from proxy.restrictions import ReadView
-from proxy.scan_access import refuse_hidden
+from proxy.scan_access import NoSuchColumn, refuse_unseen
 
 KEY = b"k" * 32
 SCHEMA = Schema(
@@ -34,6 +35,11 @@ def _view(*denied: str) -> ReadView:
     return ReadView(Resource("icegov", ("demo",), "t"), denied=frozenset(denied))
 
 
+def _refuse(names: list[str], schema: Schema, view: ReadView, case_sensitive: bool) -> None:
+    refuse_unseen([("select", names)], visible(schema, view.hidden(False)),
+                  case_sensitive=case_sensitive)
+
+
 def _claims(scan: dict[str, object]) -> TaskClaims:
     return TaskClaims(kind="plan", principal="p", roles=(), catalog="icegov",
                       namespace=("demo",), table="t", table_uuid="u", snapshot_id=1,
@@ -44,15 +50,13 @@ def _claims(scan: dict[str, object]) -> TaskClaims:
     ("ssn", True), ("SSN", False), ("sSn", False), ("a.b", True), ("A.B", False),
 ])
 def test_hidden_names_are_refused_in_every_spelling(name: str, case_sensitive: bool) -> None:
-    with pytest.raises(BadRequest, match="no column"):
-        refuse_hidden([name], SCHEMA, _view("ssn", "a.b"), applies_masks=False,
-                      case_sensitive=case_sensitive, what="select")
+    with pytest.raises(NoSuchColumn, match="no column"):
+        _refuse([name], SCHEMA, _view("ssn", "a.b"), case_sensitive)
 
 
 def test_a_struct_hidden_as_a_whole_hides_its_nested_fields() -> None:
-    with pytest.raises(BadRequest, match="no column"):
-        refuse_hidden(["a.b"], STRUCT, _view("a"), applies_masks=False,
-                      case_sensitive=True, what="select")
+    with pytest.raises(NoSuchColumn, match="no column"):
+        _refuse(["a.b"], STRUCT, _view("a"), True)
 
 
 def test_filters_name_the_columns_of_weakened_predicates() -> None:

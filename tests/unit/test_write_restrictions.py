@@ -5,13 +5,16 @@ rows for a row-filtered principal, and denied columns never named."""
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 from pyiceberg.expressions import EqualTo
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
+from proxy.commits.intent import UnverifiableCommit
 from proxy.governance import Action
+from proxy.reads.operation_names import judged_operation
 from proxy.reads.writes import changes_schema, operation_refusal, write_refusal
 from proxy.resources import Resource
 from proxy.restrictions import Mask, MaskAction, ReadView, RowFilter, unrestricted
@@ -160,29 +163,49 @@ def test_no_refusal_ever_names_a_denied_column() -> None:
 HIDDEN_IDS = frozenset({3})  # ssn
 
 
+@pytest.mark.parametrize("column", ["ssn", "no_such_column"])
 @pytest.mark.parametrize("update", [
-    {"action": "delete-files", "row-filter": {"type": "eq", "term": "ssn", "value": "1"}},
+    {"action": "delete-files", "row-filter": {"type": "eq", "term": "COLUMN", "value": "1"}},
     {"action": "overwrite-files", "row-filter": True,
-     "conflict-filter": {"type": "not", "child": {"type": "is-null", "term": "SSN"}},
+     "conflict-filter": {"type": "not", "child": {"type": "is-null", "term": "COLUMN"}},
      "case-sensitive": False},
-    {"action": "row-delta", "added-delete-files": [{"content": "equality-deletes",
-                                                    "equality-ids": [3]}]},
 ])
-def test_operations_reaching_a_hidden_column_are_refused_without_naming_it(
-        update: dict[str, object]) -> None:
-    message = operation_refusal(view(denied=("ssn",)), update, SCHEMA, HIDDEN_IDS)
+def test_operation_filters_on_a_hidden_column_are_refused_as_on_a_missing_one(
+        update: dict[str, object], column: str) -> None:
+    named = json.loads(json.dumps(update).replace("COLUMN", column))
+    with pytest.raises(UnverifiableCommit) as refused:
+        judged_operation(named, SCHEMA, view(denied=("ssn",)))
+    assert "is not an Iceberg expression over the table's columns" in str(refused.value)
+    assert "ssn" not in str(refused.value).lower()
+
+
+def test_an_equality_delete_on_a_hidden_column_is_refused_without_naming_it() -> None:
+    update = {"action": "row-delta", "added-delete-files": [{"content": "equality-deletes",
+                                                            "equality-ids": [3]}]}
+    message = operation_refusal(view(denied=("ssn",)), update, HIDDEN_IDS)
     assert message is not None and "ssn" not in message.lower()
 
 
 def test_operations_on_visible_columns_pass() -> None:
     update = {"action": "delete-files", "row-filter": {"type": "eq", "term": "id", "value": 1},
               "added-delete-files": [{"equality-ids": [1]}]}
-    assert operation_refusal(view(denied=("ssn",)), update, SCHEMA, HIDDEN_IDS) is None
+    assert operation_refusal(view(denied=("ssn",)), update, HIDDEN_IDS) is None
 
 
 @pytest.mark.parametrize("action", ["delete-files", "overwrite-files", "row-delta",
                                     "rewrite-files"])
 def test_a_row_filtered_principal_removes_no_rows(action: str) -> None:
-    assert operation_refusal(view(row_filter=True), {"action": action}, SCHEMA, frozenset())
-    assert operation_refusal(view(row_filter=True), {"action": "append-files"}, SCHEMA,
+    assert operation_refusal(view(row_filter=True), {"action": action}, frozenset())
+    assert operation_refusal(view(row_filter=True), {"action": "append-files"},
                              frozenset()) is None
+
+
+def test_a_case_insensitive_operation_filter_binds_the_readable_twin_only() -> None:
+    twins = Schema(NestedField(1, "id", LongType(), required=False),
+                   NestedField(2, "SSN", StringType(), required=False),
+                   NestedField(3, "ssn", StringType(), required=False))
+    update = {"action": "delete-files", "case-sensitive": False,
+              "row-filter": {"type": "eq", "term": "Ssn", "value": "1"}}
+    judged = judged_operation(update, twins, view(denied=("ssn",)))
+    assert judged["row-filter"] == {"type": "eq", "term": "SSN", "value": "1"}
+    assert judged["case-sensitive"] is True
