@@ -17,6 +17,7 @@ import pytest
 from pyiceberg.manifest import DataFile, ManifestContent, ManifestEntryStatus
 
 from proxy.commits import CommitIntent, classify_commit
+from proxy.commits.compaction import rewrite_in_the_way
 from proxy.commits.limits import CommitLimits
 from proxy.governance import Action
 from tests.support.row_files import RowTable
@@ -229,3 +230,31 @@ def test_a_rewrite_of_unreadable_files_is_no_rewrite(rt: RowTable) -> None:
 def test_rewriting_only_manifests_needs_no_rows(rt: RowTable) -> None:
     intent = classify(rt, next(_ids), rt.crafter.parent_manifests())
     assert intent.actions == {REWRITE} and not intent.evidence.row_checks
+
+
+# compaction yield trusts only a rewrite read row by row ------------------------------------
+
+def landed_rewrite(rt: RowTable, added: pa.Table) -> int:
+    """Commit a ``replace`` of every data file by a file of ``added``; the base it was on."""
+    base = rt.table.metadata.current_snapshot_id
+    assert base is not None
+    sid = next(_ids)
+    manifest = rt.crafter.manifest(sid, [*((DELETED, d, s) for d, s in live(rt)),
+                                         (ADDED, rt.write_data("rw", added), 0)])
+    classify(rt, sid, [manifest], apply=True)
+    return base
+
+
+@pytest.mark.parametrize(("added", "budget", "yields"), [
+    (rows(4, 3, 2, 1), 1024 * 1024 * 1024, True),
+    (rows(1, 2, 3, 99), 1024 * 1024 * 1024, False),  # an admin's change, not a compaction
+    (rows(1, 2), 1024 * 1024 * 1024, False),
+    (rows(4, 3, 2, 1), 100, False),  # not read within the budget: not known to be one
+])
+def test_only_a_rewrite_verified_by_its_rows_is_in_the_way(rt: RowTable, added: pa.Table,
+                                                           budget: int, yields: bool) -> None:
+    base = landed_rewrite(rt, added)
+    head = rt.table.metadata.current_snapshot_id
+    found = rewrite_in_the_way(rt.table.metadata, rt.table.io, "main", base,
+                               CommitLimits(row_bytes_budget=budget))
+    assert (found is not None and found.snapshot_id == head) == yields
