@@ -258,3 +258,15 @@ def test_only_a_rewrite_verified_by_its_rows_is_in_the_way(rt: RowTable, added: 
     found = rewrite_in_the_way(rt.table.metadata, rt.table.io, "main", base,
                                CommitLimits(row_bytes_budget=budget))
     assert (found is not None and found.snapshot_id == head) == yields
+
+
+def test_a_delete_file_not_every_reader_is_known_to_apply_makes_no_rewrite(
+        rt: RowTable) -> None:
+    """A position delete in ``f1``'s partition whose ``file_path`` bounds leave ``f1`` out: the
+    check does not guess whether every reader skips it, so no rewrite of ``f1`` is a REWRITE."""
+    [(f1, _)] = live(rt)
+    add_deletes(rt, rt.write_positions("d0", [(f1.file_path, 0)], path_bounds=("a", "b")))
+    for kept in (rows(1, 2, 3, 4), rows(2, 3, 4)):
+        intent = replace(rt, [kept])
+        assert REWRITE in intent.actions and intent.actions != {REWRITE}
+        assert "readers may disagree whether delete file" in checks(intent)
