@@ -85,9 +85,7 @@ class _Rewrite:
         kept = self._touched(changed, {r.key for r in removed})
         if not self._counts_can_match(removed, added, after):
             return False
-        compared = [*removed, *added, *kept]
-        self.rows.reserve(_unique([*compared, *(d for d in [*before, *after] if any(
-            _may_touch(d, f, self.rows) for f in compared))]))
+        self.rows.reserve(_unique([*removed, *added, *kept, *changed]))
         for data in kept:
             if not self._keeps_deleted_rows(data, before, after):
                 return False
