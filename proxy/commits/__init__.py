@@ -42,7 +42,9 @@ Removed delete files: removing a delete file re-exposes the rows it deleted, so 
 does is an UPDATE, unless the removal provably exposes nothing: the delete file is expired or
 orphaned by the removal of its one data file (``diff``), or every row it deleted is verified, row
 by row, to stay deleted (``rows``). Copy-on-write rewrites are a DELETE only when every added row
-is one of the removed files' live rows (``rows``); reading rows is bounded by
+is one of the removed files' live rows (``rows``), and a ``replace`` that changes files is a
+REWRITE only when the live rows it removes are, as a multiset, the live rows it adds and its kept
+data files keep their deleted rows (``rewrite_rows``); reading rows is bounded by
 ``CommitLimits.row_bytes_budget``, beyond which the stricter classification stands.
 """
 

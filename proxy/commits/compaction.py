@@ -2,10 +2,11 @@
 
 A DELETE or UPDATE built on snapshot P conflicts when a compaction landed on P meanwhile, though
 the compaction changed no row. When the branch's head is exactly that — one snapshot, verified a
-data-equivalent REWRITE of P, with nothing after it — icegov can land the writer's change instead
-of failing it: the branch goes back to P and the writer's snapshot goes on top, in one commit
-asserting the head is still the rewrite. The rewrite stays in the table's snapshots, off the
-branch; the audit record says the compaction must be rerun.
+data-equivalent REWRITE of P by reading its rows (``rewrite_rows``, within the commit's
+``row_bytes_budget``; a rewrite not read to the end is not one), with nothing after it — icegov
+can land the writer's change instead of failing it: the branch goes back to P and the writer's
+snapshot goes on top, in one commit asserting the head is still the rewrite. The rewrite stays
+in the table's snapshots, off the branch; the audit record says the compaction must be rerun.
 
 The writer's snapshot keeps its id, parent (P), files and meaning; only its sequence number must
 rise above the rewrite's, so its manifest list is written again with its own manifests re-written
@@ -66,8 +67,9 @@ def as_of(metadata: TableMetadata, branch: str, snapshot_id: int,
 
 def rewrite_in_the_way(metadata: TableMetadata, io: FileIO, branch: str, base_id: int | None,
                        limits: CommitLimits) -> Snapshot | None:
-    """The branch's head when it is a verified data-equivalent rewrite made right on
-    ``base_id`` (what the writer built on), else None."""
+    """The branch's head when it is a data-equivalent rewrite made right on ``base_id`` (what
+    the writer built on), verified against ``base_id`` row by row within ``limits``, else
+    None."""
     head_id = head_of(metadata, branch)
     head = None if head_id is None else metadata.snapshot_by_id(head_id)
     if (head is None or base_id is None or head.parent_snapshot_id != base_id

@@ -31,6 +31,9 @@ readers prune on them) must describe its rows. Counts are compared before any ro
 commit that also changes table metadata is not compared (its schema after the commit is not
 the one read here): UPDATE.
 
+A ``replace`` that claims to be a compaction is read the same way, by ``rewrite_rows``
+(``SnapshotRows.is_data_equivalent``): its live rows removed must be its live rows added.
+
 Reads go through the table's FileIO, within the commit's ``row_bytes_budget`` (``rowfiles``).
 When a check cannot be completed (budget, unreadable or unsupported file), the stricter
 classification stands. Each check done, and why one failed, is kept for the audit record
@@ -51,6 +54,7 @@ from pyiceberg.table.metadata import TableMetadata
 from proxy.commits.confine import canonical_location
 from proxy.commits.diff import SnapshotChange
 from proxy.commits.manifests import ContentFile, ManifestReader
+from proxy.commits.rewrite_rows import data_equivalent
 from proxy.commits.rowfiles import ContentReader, RowBudget, RowCheckFailed, RowFile, row_file
 from proxy.commits.rowkeys import RowKeyError, is_sub_multiset, rows_deleted_by
 from proxy.commits.rowscope import applies, may_apply, same_partition, unpartitioned
@@ -102,15 +106,15 @@ class SnapshotRows:
         """The removed delete files of ``change.exposing_deletes`` whose rows come back."""
         try:
             removed = _keyed(self._live(self._dropped(ManifestContent.DELETES)))
-            after = self._deletes_after(change)
+            after = self.deletes_after(change)
             gone = {f.key for f in change.removed_data}
             exposing = tuple(d for d in change.exposing_deletes
                              if not self._stays_deleted(_find(removed, d), after, gone))
         except (RowCheckFailed, RowKeyError) as failed:
-            self._note(f"{failed}: removed delete files count as re-exposing rows")
+            self.note(f"{failed}: removed delete files count as re-exposing rows")
             return change.exposing_deletes
         kept = len(change.exposing_deletes) - len(exposing)
-        self._note(f"{kept} of {len(change.exposing_deletes)} removed delete files checked: "
+        self.note(f"{kept} of {len(change.exposing_deletes)} removed delete files checked: "
                    "every row they deleted stays deleted" + (
                        f"; {len(exposing)} re-expose rows" if exposing else ""))
         return exposing
@@ -118,44 +122,56 @@ class SnapshotRows:
     def only_removes_rows(self, change: SnapshotChange) -> bool:
         """True if every row ``change`` adds is one of the live rows it removes."""
         if not self.schema_stable:
-            self._note("copy-on-write rows not compared: the commit also changes table "
+            self.note("copy-on-write rows not compared: the commit also changes table "
                        "metadata")
             return False
         try:
-            dropped = _keyed(self._live(self._dropped(ManifestContent.DATA)))
-            fresh = _keyed(self._live(self._fresh(ManifestContent.DATA)))
-            removed = [_find(dropped, f) for f in change.removed_data]
-            added = [_find(fresh, f) for f in change.added_data]
-            deletes = _keyed(self._live(self._of(self.before, ManifestContent.DELETES)))
-            return self._compare(removed, added, list(deletes.values()))
+            removed, added = self.data_files(change)
+            return self._compare(removed, added, list(self.deletes_before().values()))
         except (RowCheckFailed, RowKeyError) as failed:
-            self._note(f"copy-on-write rows not compared ({failed}): UPDATE")
+            self.note(f"copy-on-write rows not compared ({failed}): UPDATE")
             return False
+
+    def is_data_equivalent(self, change: SnapshotChange) -> bool:
+        """True if the live rows ``change`` removes are the live rows it adds, and its kept data
+        files keep their deleted rows (``rewrite_rows``)."""
+        return data_equivalent(self, change)
+
+    def data_files(self, change: SnapshotChange) -> tuple[list[RowFile], list[RowFile]]:
+        """The data files ``change`` removes and adds, as their manifest entries list them."""
+        dropped = _keyed(self._live(self._dropped(ManifestContent.DATA)))
+        fresh = _keyed(self._live(self._fresh(ManifestContent.DATA)))
+        return ([_find(dropped, f) for f in change.removed_data],
+                [_find(fresh, f) for f in change.added_data])
+
+    def deletes_before(self) -> dict[_Key, RowFile]:
+        """Delete files live before the snapshot (the ones it removes and the kept ones)."""
+        return _keyed(self._live(self._of(self.before, ManifestContent.DELETES)))
 
     def _compare(self, removed: list[RowFile], added: list[RowFile],
                  deletes: list[RowFile]) -> bool:
         claimed_added, claimed_removed = (sum(f.records for f in fs) for fs in (added, removed))
         if claimed_added > claimed_removed:
-            self._note(f"copy-on-write: {claimed_added} added rows cannot all be among the "
+            self.note(f"copy-on-write: {claimed_added} added rows cannot all be among the "
                        f"{claimed_removed} rows of {len(removed)} removed data files: UPDATE")
             return False
         applying = {r.key: [d for d in deletes if may_apply(d, r, self.metadata)]
                     for r in removed}
-        self._reserve([*removed, *added, *{d.key: d for ds in applying.values()
+        self.reserve([*removed, *added, *{d.key: d for ds in applying.values()
                                            for d in ds}.values()])
         schema = self.metadata.schema()
-        added_rows = [self._described(f, self.content.data_rows(f, schema, strict=True), True)
+        added_rows = [self.described(f, self.content.data_rows(f, schema, strict=True), True)
                       for f in added]
         live_rows = [self._live_rows(r, applying[r.key], schema) for r in removed]
         subset = is_sub_multiset(added_rows, live_rows)
         count_added = sum(t.num_rows for t in added_rows)
         count_live = sum(t.num_rows for t in live_rows)
-        self._note(f"copy-on-write: {count_added} added rows "
+        self.note(f"copy-on-write: {count_added} added rows "
                    f"{'are all' if subset else 'are not all'} among the {count_live} live rows "
                    f"of {len(removed)} removed data files: {'DELETE' if subset else 'UPDATE'}")
         return subset
 
-    def _described(self, data: RowFile, rows: pa.Table, added: bool) -> pa.Table:
+    def described(self, data: RowFile, rows: pa.Table, added: bool) -> pa.Table:
         """``rows`` of ``data``, if its manifest entry describes them (partition always, metrics
         for an added file); otherwise the check fails."""
         schema = self.metadata.schema()
@@ -169,7 +185,7 @@ class SnapshotRows:
         return rows
 
     def _live_rows(self, data: RowFile, deletes: list[RowFile], schema: Schema) -> pa.Table:
-        rows = self._described(data, self.content.data_rows(data, schema), False)
+        rows = self.described(data, self.content.data_rows(data, schema), False)
         location = canonical_location(data.path)
         dead: list[pa.Array] = []
         for delete in deletes:
@@ -177,7 +193,7 @@ class SnapshotRows:
                 dead += [positions for path, positions in self.content.positions(delete).items()
                          if canonical_location(path) == location]
             else:
-                id_schema = self._id_schema(delete.equality_ids)
+                id_schema = self.id_schema(delete.equality_ids)
                 values = self.content.equality_values(delete, id_schema)
                 dead.append(rows_deleted_by(rows, id_schema.column_names, values))
         if not dead:
@@ -198,7 +214,7 @@ class SnapshotRows:
                                 after: Mapping[_Key, RowFile], gone_data: set[_Key]) -> bool:
         """Every data file live before at ``path`` (any spelling) is removed, or has these
         positions deleted by delete files the readers apply to it after the snapshot."""
-        targets = self._data_files_before().get(canonical_location(path), [])
+        targets = self.data_files_before().get(canonical_location(path), [])
         return all(data.key in gone_data or self._positions_covered(data, positions, after)
                    for data in targets)
 
@@ -218,7 +234,7 @@ class SnapshotRows:
         return len(remaining) == 0
 
     def _values_covered(self, gone: RowFile, after: Mapping[_Key, RowFile]) -> bool:
-        id_schema = self._id_schema(gone.equality_ids)
+        id_schema = self.id_schema(gone.equality_ids)
         names = id_schema.column_names
         remaining = self.content.equality_values(gone, id_schema)
         covering = [f for f in after.values() if f.equality
@@ -230,7 +246,7 @@ class SnapshotRows:
             values = self.content.equality_values(delete, id_schema)
             problem = metrics_problem(delete.stats, id_schema, values, delete.equality_ids)
             if problem is not None:
-                self._note(f"equality delete file {delete.path} covers nothing: {problem}")
+                self.note(f"equality delete file {delete.path} covers nothing: {problem}")
                 continue
             matched = rows_deleted_by(remaining, names, values)
             everything = pa.array(range(remaining.num_rows), pa.int64())
@@ -240,7 +256,7 @@ class SnapshotRows:
     def _covers_scope(self, covering: RowFile, gone: RowFile) -> bool:
         return unpartitioned(covering, self.metadata) or same_partition(covering, gone)
 
-    def _id_schema(self, ids: Iterable[int]) -> Schema:
+    def id_schema(self, ids: Iterable[int]) -> Schema:
         """Top-level columns of the current schema with these field ids, in id order."""
         schema = self.metadata.schema()
         top = {f.field_id: f for f in schema.fields}
@@ -250,21 +266,21 @@ class SnapshotRows:
                                  "current schema")
         return Schema(*(top[i] for i in wanted))
 
-    def _reserve(self, files: list[RowFile]) -> None:
+    def reserve(self, files: list[RowFile]) -> None:
         claimed = sum(f.size for f in files)
         if claimed > self.verifier.budget.remaining:
             self.verifier.budget.charge(claimed, f"{len(files)} files ({claimed} bytes)")
 
-    def _deletes_after(self, change: SnapshotChange) -> dict[_Key, RowFile]:
+    def deletes_after(self, change: SnapshotChange) -> dict[_Key, RowFile]:
         """Delete files live after the snapshot: kept ones and the ones it adds."""
         removed = {f.key for f in change.removed_deletes}
-        before = _keyed(self._live(self._of(self.before, ManifestContent.DELETES)))
+        before = self.deletes_before()
         added = {f.key for f in change.added_deletes}
         fresh = {k: f for k, f in _keyed(self._live(self._fresh(ManifestContent.DELETES)))
                  .items() if k in added}
         return {**{k: f for k, f in before.items() if k not in removed}, **fresh}
 
-    def _data_files_before(self) -> dict[str, list[RowFile]]:
+    def data_files_before(self) -> dict[str, list[RowFile]]:
         """The data files live before the snapshot by canonical location (read when needed)."""
         if self._data_before is None:
             self._data_before = {}
@@ -301,7 +317,7 @@ class SnapshotRows:
     def _of(manifests: Iterable[ManifestFile], content: ManifestContent) -> list[ManifestFile]:
         return [m for m in manifests if m.content == content]
 
-    def _note(self, text: str) -> None:
+    def note(self, text: str) -> None:
         self.verifier.checks.append(f"snapshot {self.snapshot_id}: {text}")
 
 

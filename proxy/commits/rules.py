@@ -14,19 +14,17 @@ A snapshot is classified by its manifests (``diff.SnapshotChange``), never by it
 * nothing changed: what the summary claims (append: INSERT, delete: DELETE, replace: REWRITE,
   anything else: UPDATE); an empty change cannot do harm, the claim only names it.
 
-A ``replace`` is data-equivalent when its record counts show it cannot make more rows visible
-(file contents are not read): data files are removed if and only if data files are added, and
-added data records do not exceed removed ones; delete files are added only in place of removed
-ones, with no more delete records than removed; and, in records, ``added data - removed data +
-exposing deletes - added deletes <= 0``. A ``replace`` that fails this is classified by its shape
-(usually UPDATE) and reported as a mismatch. Counts are the limit of what is checked: a rewrite
-that swaps rows for as many others is still a REWRITE.
+A ``replace`` that adds or removes files is data-equivalent only as its rows show
+(``RowChecks.is_data_equivalent``, implemented by ``rewrite_rows``): the live rows it removes
+are, as a multiset, the live rows it adds, and no kept data file gains or loses a deleted row.
+Record counts decide nothing. Without row checks (no base table), or where they cannot be
+completed (budget, an unreadable file, readers that could disagree, metadata changed in the same
+commit), a ``replace`` is classified by its shape (usually UPDATE) and reported as a mismatch.
 
 A removed delete file re-exposes rows unless ``diff`` finds it moot (expired, orphaned) or the
 row checks (``RowChecks``, implemented by ``rows.SnapshotRows``) show that every row it deleted
 stays deleted; one the row checks find re-exposing rows makes the snapshot an UPDATE, even in a
-``replace`` (the count rule above only stands in where rows are not read). Without row checks,
-every such removal counts as re-exposing.
+``replace``. Without row checks, every such removal counts as re-exposing.
 """
 
 from __future__ import annotations
@@ -35,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Protocol
 
-from proxy.commits.diff import SnapshotChange, records
+from proxy.commits.diff import SnapshotChange
 from proxy.commits.manifests import ContentFile
 from proxy.governance import Action
 
@@ -58,18 +56,23 @@ class RowChecks(Protocol):
     def only_removes_rows(self, change: SnapshotChange) -> bool:
         """True if every row ``change`` adds is one of the live rows it removes."""
 
+    def is_data_equivalent(self, change: SnapshotChange) -> bool:
+        """True if the live rows ``change`` removes are the live rows it adds, as a multiset,
+        and its kept data files keep their deleted rows."""
+
 
 def data_action(change: SnapshotChange, operation: str | None,
                 rows: RowChecks | None = None) -> Action:
     """The one data action a snapshot's change needs, given its claimed ``operation``.
 
-    ``rows`` (optional) settles removed delete files and copy-on-write rewrites by their rows.
+    ``rows`` (optional) settles removed delete files, rewrites and copy-on-write rewrites by
+    their rows; without it, no ``replace`` that changes files is a REWRITE.
     """
     if rows is not None and change.exposing_deletes:
         change = replace(change, exposing_deletes=rows.still_exposing(change))
         if change.exposing_deletes:  # read, not estimated: rows come back, no rewrite
             return Action.UPDATE
-    if operation == "replace" and is_data_equivalent(change):
+    if operation == "replace" and is_data_equivalent(change, rows):
         return Action.REWRITE
     shape = shape_action(change)
     if shape == Action.UPDATE and rows is not None and is_copy_on_write(change) \
@@ -102,15 +105,12 @@ def shape_action(change: SnapshotChange) -> Action | None:
     return Action.DELETE if removes or change.removed_deletes else None
 
 
-def is_data_equivalent(change: SnapshotChange) -> bool:
-    """True if the change cannot make more rows visible (record counts, see module doc)."""
-    data_in, data_out = records(change.added_data), records(change.removed_data)
-    deletes_in, deletes_out = records(change.added_deletes), records(change.removed_deletes)
-    exposed = records(change.exposing_deletes)
-    return (bool(change.added_data) == bool(change.removed_data)
-            and (not change.added_deletes or bool(change.removed_deletes))
-            and data_in <= data_out and deletes_in <= deletes_out
-            and data_in - data_out + exposed - deletes_in <= 0)
+def is_data_equivalent(change: SnapshotChange, rows: RowChecks | None) -> bool:
+    """True if the change leaves readers the same rows: it changes no file, or ``rows`` read
+    them (module doc)."""
+    if not change.added and not change.removed:
+        return True
+    return rows is not None and rows.is_data_equivalent(change)
 
 
 def claim_disagreements(change: SnapshotChange, summary: Mapping[str, str],

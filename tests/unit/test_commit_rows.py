@@ -245,9 +245,12 @@ def test_row_budget_exhausted_means_update(rt: RowTable) -> None:
     assert rewrite(rt, subset).actions == {Action.DELETE}
 
 
-def test_compaction_keeps_its_count_rule(rt: RowTable) -> None:
+def test_compaction_is_read_row_by_row(rt: RowTable) -> None:
     same = rewrite(rt, ROWS, operation="replace")
-    assert same.actions == {Action.REWRITE} and not same.evidence.row_checks
+    assert same.actions == {Action.REWRITE}
+    assert "the 3 live rows of 1 added data files are the 3 live rows" in checks(same)
+    swapped = rewrite(rt, ROWS.take([0, 1, 1]), operation="replace")
+    assert swapped.actions == {Action.UPDATE, Action.REWRITE}, "as many rows, not the same"
 
 
 # row keys ------------------------------------------------------------------------------------
