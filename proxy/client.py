@@ -243,7 +243,7 @@ class IcegovClient:
                 table = self.load(change.table.name())
             except (RESTError, RequestException):
                 return None
-            found.append(_landed_here(table, change))
+            found.append(self._landed_here(table, change))
         if found and all(found):
             return True
         if any(f is False for f in found) and not any(found):
@@ -255,6 +255,10 @@ class IcegovClient:
             raise CommitStateUnknownException("part of the transaction's snapshots are in "
                                               "their tables: reload the tables")
         return False
+
+    @staticmethod
+    def _landed_here(table: Table, change: _Change) -> bool | None:
+        return landed_here(table, change)
 
 
 class ClientTransaction:
@@ -294,7 +298,7 @@ class ClientTransaction:
         self._client._post(url, {"table-changes": [c.body() for c in changes]}, changes)
 
 
-def _landed_here(table: Table, change: _Change) -> bool | None:
+def landed_here(table: Table, change: _Change) -> bool | None:
     """None: no snapshot has the change's id; True: the snapshot with its id adds exactly the
     data files the change wrote and removes every one it named; False: it is another commit's
     (a snapshot id alone proves nothing)."""

@@ -385,6 +385,8 @@ def _client(session: _Session, landed: list[bool]) -> IcegovClient:
     missing = SimpleNamespace(snapshot_by_id=lambda _: None)
     client.load = lambda _: SimpleNamespace(  # type: ignore[method-assign,assignment,return-value]
         metadata=found if landed.pop(0) else missing)
+    client._landed_here = lambda table, change: (  # type: ignore[method-assign]
+        None if table.metadata.snapshot_by_id(change.snapshot_id) is None else True)
     return client
 
 
