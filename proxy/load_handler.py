@@ -49,7 +49,7 @@ class TableAnswers:
                  restricted_anywhere: Callable[[Principal], bool]) -> None:
         self._views = views
         self._may_restrict = may_restrict
-        self.disclosure = Disclosure(may_restrict, restricted_anywhere)
+        self.disclosure = Disclosure(restricted_anywhere)
 
     def restricted(self, principal: Principal | None, table: Resource) -> bool:
         """True when some column or row rule may apply to ``principal`` on ``table``."""
@@ -58,7 +58,8 @@ class TableAnswers:
     def untouched(self, principal: Principal | None, table: Resource) -> bool:
         """True when ``principal`` receives the backing's answers about ``table`` byte for
         byte: no rule restricts it anywhere (so there is nothing to project or withhold)."""
-        return principal is None or self.disclosure.withheld(principal, table).nothing
+        return principal is None or (self.disclosure.withheld(principal).nothing
+                                     and not self.restricted(principal, table))
 
     def projected(self, result: dict[str, Any], principal: Principal, table: Resource,
                   inbound: InboundRequest, evidence: list[dict[str, Any]]) -> Any | None:
@@ -114,7 +115,7 @@ class TableAnswers:
         principal = admission.principal
         if principal is None:
             return response
-        withheld = self.disclosure.withheld(principal, table)
+        withheld = self.disclosure.withheld(principal)
         if response.status_code != 200 or not self.restricted(principal, table):
             return disclosed_response(response, withheld, keep_location=keep_location)
         try:
