@@ -240,3 +240,26 @@ def test_a_completed_plan_carries_no_storage_secret(tmp_path: Path) -> None:
                               json={"select": ["id"]}, headers=as_(client, ANALYST))
     assert planned.status_code == 200 and planned.json()["status"] == "completed", planned.text
     assert not [s for s in SECRETS if s in planned.text], planned.text
+
+
+def test_a_projected_config_names_the_region_its_credentials_name(tmp_path: Path) -> None:
+    """The backing leaves ``config`` empty and names the region in its storage credentials
+    only. The analyst's projected answer adds ``scan-planning-mode`` to ``config``: a client
+    that configures storage from a non-empty config (DuckDB) finds the region there too."""
+    table = loaded_table(tmp_path)
+    for schema in table["metadata"]["schemas"]:
+        schema["fields"].append({"id": 2, "name": "ssn", "type": "string", "required": False})
+    table["metadata"]["last-column-id"] = 2
+    table["storage-credentials"] = [{"prefix": str(tmp_path / "t"),
+                                     "config": dict(CREDENTIAL_CONFIG)}]
+    policy = tmp_path / "policy.csv"
+    policy.write_text((POLICIES / "policy.csv").read_text()
+                      + "\np, analyst, icegov.demo.t.ssn, SELECT, deny\n")
+    backing = Upstream(lambda _: httpx.Response(200, json=table))
+    with client_for(backing, tmp_path, policy={"policy_path": policy}) as client:
+        loaded = client.get(TABLE, headers=as_(client, ANALYST)).json()
+        plain = client.get(TABLE, headers=as_(client, ADMIN)).json()
+    assert loaded["config"] == {"client.region": "eu-west-1", "scan-planning-mode": "server"}
+    assert plain["config"] == {}  # an answer icegov does not project is the backing's
+    assert loaded["storage-credentials"] == [{"prefix": str(tmp_path / "t"),
+                                              "config": {"client.region": "eu-west-1"}}]
