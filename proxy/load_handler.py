@@ -120,7 +120,7 @@ class TableAnswers:
             return disclosed_response(response, withheld, keep_location=keep_location)
         try:
             result = json.loads(bytes(response.body))
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise BackingFailed("the backing catalog's table metadata cannot be read") from exc
         if not isinstance(result, dict):
             raise BackingFailed("the backing catalog's table metadata cannot be read")

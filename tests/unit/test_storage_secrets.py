@@ -20,6 +20,7 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
+from proxy.reads.disclosure import EVERY_SECRET, disclosed
 from tests.support.audit import no_icegov_environment  # noqa: F401
 from tests.support.http import wait_for
 from tests.support.settings import POLICIES
@@ -263,3 +264,25 @@ def test_a_projected_config_names_the_region_its_credentials_name(tmp_path: Path
     assert plain["config"] == {}  # an answer icegov does not project is the backing's
     assert loaded["storage-credentials"] == [{"prefix": str(tmp_path / "t"),
                                               "config": {"client.region": "eu-west-1"}}]
+
+
+def test_an_answer_that_cannot_be_cleaned_is_not_relayed(tmp_path: Path) -> None:
+    """A 200 loadTable answer icegov cannot read as a JSON object might still carry a key a
+    lenient client finds: for a restricted principal it is a 502, never relayed."""
+    backing = Upstream(lambda _: httpx.Response(200, text='["s3.secret-access-key", "K"]'))
+    with client_for(backing, tmp_path) as client:
+        orders = "/v1/cat/namespaces/demo/tables/orders"  # no rule restricts it for anyone
+        refused = client.get(orders, headers=as_(client, ANALYST))
+        relayed = client.get(orders, headers=as_(client, ADMIN))
+    assert refused.status_code == 502 and "K" not in refused.json()["error"]["message"]
+    assert relayed.status_code == 200
+
+
+def test_metadata_files_go_only_where_the_view_restricts() -> None:
+    answer = {"metadata-location": "s3://b/t/metadata/v2.json", "config": {"k": "v"},
+              "metadata": {"metadata-log": [{"metadata-file": "s3://b/t/metadata/v1.json"}]}}
+    loaded = disclosed(answer, EVERY_SECRET.and_metadata_files())
+    committed = disclosed(answer, EVERY_SECRET.and_metadata_files(), keep_location=True)
+    assert "metadata-location" not in loaded and loaded["metadata"]["metadata-log"] == []
+    assert committed["metadata-location"] == answer["metadata-location"]
+    assert disclosed(answer, EVERY_SECRET) == answer  # nothing secret, nothing projected
