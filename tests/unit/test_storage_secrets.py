@@ -157,6 +157,16 @@ def test_the_restricted_shape_keeps_region_endpoint_and_credential_prefixes(
     assert loaded["metadata-location"]  # nothing hidden in t: its metadata file is no secret
 
 
+def test_a_transaction_answer_carries_nothing_of_the_backings(client: TestClient) -> None:
+    body = {"table-changes": [{"identifier": {"namespace": ["demo"], "name": "t"}, **ALTER}]}
+    restricted = client.post("/v1/cat/transactions/commit", json=body,
+                             headers=as_(client, ANALYST))
+    unrestricted = client.post("/v1/cat/transactions/commit", json=body,
+                               headers=as_(client, ADMIN))
+    assert restricted.status_code == 204 and restricted.content == b""
+    assert unrestricted.status_code == 200 and "SECRET-VENDED" in unrestricted.text
+
+
 def test_credentials_are_refused_on_a_restricted_table_and_bare_elsewhere(
         client: TestClient, request: pytest.FixtureRequest) -> None:
     answer = client.get(f"{TABLE}/credentials", headers=as_(client, ANALYST))
