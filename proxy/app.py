@@ -107,8 +107,7 @@ def create_app(settings: Settings, backing: Backing | None = None,
     catalogs = CatalogNames(settings.catalog_name, settings.catalogs,
                             settings.name_case == "lower")
     config = ConfigHandler(forwarder, offers, iso_duration(settings.idempotency.lifetime_seconds)
-                           if idempotency is not None else None, authorizer.restricted_anywhere,
-                           catalogs)
+                           if idempotency is not None else None, answers.disclosure, catalogs)
     handlers = _governed_handlers(settings, forwarder, authorizer,
                                   _Reads(views, planner, answers), config,
                                   identity.token_endpoint, metrics)
@@ -195,7 +194,7 @@ def _governed_handlers(settings: Settings, forwarder: Forwarder, authorizer: Pol
     handlers = _handlers(forwarder, authorizer, config, token_endpoint, commits, listing)
     handlers.update(_read_handlers(forwarder, answers, reads.views, reads.planner, settings,
                                    lambda: authorizer.generation, metrics))
-    view_handlers = ViewHandlers(forwarder, authorizer, reads.views)
+    view_handlers = ViewHandlers(forwarder, authorizer, reads.views, reads.answers.disclosure)
     handlers.update(load_view=view_handlers.load_view, create_view=view_handlers.create_view,
                     replace_view=view_handlers.replace_view)
     return handlers

@@ -19,6 +19,7 @@ from proxy.committer import Committer
 from proxy.inbound import InboundRequest
 from proxy.load_handler import TableAnswers
 from proxy.pinning import pinned_change
+from proxy.reads.disclosure import disclosed_response
 
 
 class CommitHandlers:
@@ -54,7 +55,14 @@ class CommitHandlers:
             return _dumps({**envelope, "table-changes": list(bodies)})
 
         bodies = [pinned_change(c) or c.body for c in admission.changes]
-        return await self._committer.commit(inbound, admission.changes, bodies, wire, False)
+        response = await self._committer.commit(inbound, admission.changes, bodies, wire, False)
+        withheld = (self._answers.disclosure.withheld(admission.principal)
+                    if self._answers is not None else None)
+        if withheld is None or withheld.nothing:
+            return response
+        if 200 <= response.status_code < 300:  # the spec's answer: whatever a backing added
+            return Response(status_code=204)  # goes no further than icegov
+        return disclosed_response(response, withheld)
 
 
 def _as_sent(admission: Admission) -> list[dict[str, Any] | None]:

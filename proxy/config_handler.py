@@ -19,7 +19,6 @@ backing's: absent when icegov's Idempotency-Key support is disabled.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -31,9 +30,8 @@ from proxy.backing.offers import CONFIG_PATH, BackingOffers
 from proxy.commits.operations import DATA_OPERATIONS
 from proxy.enforce import CatalogNames
 from proxy.errors import BackingUnavailable, NotFound
-from proxy.governance import Principal
 from proxy.inbound import InboundRequest
-from proxy.reads.credentials import is_secret_property
+from proxy.reads.disclosure import Disclosure, disclosed_config
 from proxy.routes import FORWARDABLE, PLANNING_SPECS
 
 log = structlog.get_logger("icegov")
@@ -56,16 +54,17 @@ class ConfigHandler:
 
     def __init__(self, forwarder: Forwarder, offers: BackingOffers,
                  idempotency_key_lifetime: str | None = None,
-                 restricted: Callable[[Principal], bool] | None = None,
+                 disclosure: Disclosure | None = None,
                  catalogs: CatalogNames | None = None) -> None:
-        """``restricted``: whether column or row rules restrict a principal anywhere (its
-        config then holds no storage credential, as its loadTable answers do not);
+        """``disclosure``: what of the backing's config a principal may receive (no storage
+        secret for one that column or row rules restrict anywhere, as in its loadTable
+        answers);
         ``catalogs``: the prefixes icegov serves (a ``?warehouse=`` config of any other
         catalog of the backing is 404, like the catalog itself)."""
         self._forwarder = forwarder
         self._offers = offers
         self._lifetime = idempotency_key_lifetime
-        self._restricted = restricted
+        self._disclosure = disclosure
         self._catalogs = catalogs
 
     async def get_config(self, inbound: InboundRequest, admission: Admission) -> Response:
@@ -88,11 +87,8 @@ class ConfigHandler:
         config["defaults"] = {**_without_steering(config.get("defaults"), "defaults"),
                               DATA_OPERATIONS_KEY: ",".join(sorted(DATA_OPERATIONS))}
         config["overrides"] = _without_steering(config.get("overrides"), "overrides")
-        principal = admission.principal
-        if principal is not None and self._restricted is not None and self._restricted(principal):
-            for section in ("defaults", "overrides"):
-                config[section] = {k: v for k, v in config[section].items()
-                                   if not is_secret_property(str(k))}
+        if self._disclosure is not None:
+            config = disclosed_config(config, self._disclosure.withheld(admission.principal))
         config.pop(LIFETIME, None)
         if self._lifetime is not None:
             config[LIFETIME] = self._lifetime

@@ -5,9 +5,10 @@ Every client that plans itself (Spark 1.10, Trino, metadata tables, incremental 
 loadTable says, so the answer itself carries a principal's column restrictions: the schemas lose
 the hidden columns (ids kept), the table config asks clients to plan on the server, and the
 spec's ``read-restrictions`` declares masks and the row filter (``proxy.reads.projection``). A
-commit's answer carries the same metadata and is projected the same way, and neither carries
-storage credentials (``proxy.reads.credentials``). A principal no column or row rule can touch
-gets the backing's bytes unchanged.
+commit's answer carries the same metadata and is projected the same way. Every such answer, to a
+principal that some rule restricts anywhere, also passes ``proxy.reads.disclosure`` (secret
+config values, storage credentials' secrets, metadata file paths), projected or not. A
+principal no column or row rule can touch gets the backing's bytes unchanged.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pyiceberg.table.metadata import TableMetadataUtil
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from proxy.admission import Admission
 from proxy.backing.forward import Forwarder, relayed_answer
@@ -25,7 +26,13 @@ from proxy.errors import BackingFailed, Forbidden
 from proxy.governance import Principal
 from proxy.inbound import InboundRequest
 from proxy.read_views import ReadViews, describe
-from proxy.reads.credentials import without_config_secrets, without_credentials
+from proxy.reads.disclosure import (
+    Disclosure,
+    disclosed,
+    disclosed_response,
+    dumps,
+    with_body,
+)
 from proxy.reads.projection import project_load_result
 from proxy.reads.writes import spec_refusal
 from proxy.resources import Resource
@@ -35,39 +42,31 @@ MayRestrict = Callable[[Principal, Resource], bool]
 
 
 class TableAnswers:
-    """Projects table metadata answers for the principals policy restricts."""
+    """Table metadata answers as each principal may see them: projected for the principals
+    policy restricts on the table, and without what ``proxy.reads.disclosure`` withholds."""
 
     def __init__(self, views: ReadViews, may_restrict: MayRestrict,
-                 restricted_anywhere: Callable[[Principal], bool] = lambda _: False) -> None:
+                 restricted_anywhere: Callable[[Principal], bool]) -> None:
         self._views = views
         self._may_restrict = may_restrict
-        self._restricted_anywhere = restricted_anywhere
+        self.disclosure = Disclosure(restricted_anywhere)
 
     def restricted(self, principal: Principal | None, table: Resource) -> bool:
         """True when some column or row rule may apply to ``principal`` on ``table``."""
         return principal is not None and self._may_restrict(principal, table)
 
-    def keeps_secrets_from(self, principal: Principal | None) -> bool:
-        """True when some column or row rule applies to ``principal`` anywhere: it gets no
-        secret config property, even for a table it may read whole."""
-        return principal is not None and self._restricted_anywhere(principal)
+    def untouched(self, principal: Principal | None, table: Resource) -> bool:
+        """True when ``principal`` receives the backing's answers about ``table`` byte for
+        byte: no rule restricts it anywhere (so there is nothing to project or withhold)."""
+        return principal is None or (self.disclosure.withheld(principal).nothing
+                                     and not self.restricted(principal, table))
 
-    def without_config_secrets(self, response: Response) -> Response:
-        """``response`` (read in full) without secret config properties."""
-        cleaned = without_config_secrets(bytes(response.body))
-        if response.status_code != 200 or cleaned is None:
-            return response
-        return Response(cleaned, media_type="application/json",
-                        headers={"cache-control": "no-store"})
-
-    def projected(self, body: bytes, principal: Principal, table: Resource,
-                  inbound: InboundRequest, evidence: list[dict[str, Any]],
-                  keep_location: bool = False) -> Any | None:
-        """The answer ``body`` (a LoadTableResult, or with ``keep_location`` a
-        CommitTableResponse, which must name its metadata file) as ``principal`` may see it, or
-        None when its view of the table restricts nothing."""
+    def projected(self, result: dict[str, Any], principal: Principal, table: Resource,
+                  inbound: InboundRequest, evidence: list[dict[str, Any]]) -> Any | None:
+        """The answer ``result`` (a parsed LoadTableResult or CommitTableResponse) with the
+        table's metadata as ``principal`` may see it, or None when its view of the table
+        restricts nothing (what else it may not receive is ``disclosure``'s to take out)."""
         try:
-            result = json.loads(body)
             metadata = TableMetadataUtil.parse_obj(result["metadata"])
         except (ValueError, KeyError, TypeError) as exc:
             raise BackingFailed("the backing catalog's table metadata cannot be read") from exc
@@ -77,9 +76,7 @@ class TableAnswers:
         evidence.append({"resource": str(table), "read_view": describe(view)})
         check_row_filter_history(view, metadata)
         applies_masks = self._views.applies_masks(principal, inbound.headers)
-        projected = without_credentials(project_load_result(result, view,
-                                                            applies_masks=applies_masks))
-        return without_metadata_files(projected, keep_location=keep_location)
+        return project_load_result(result, view, applies_masks=applies_masks)
 
     async def replayed(self, response: Response, inbound: InboundRequest,
                        admission: Admission) -> Response:
@@ -111,32 +108,28 @@ class TableAnswers:
     async def project_response(self, response: Response, inbound: InboundRequest,
                                admission: Admission, table: Resource,
                                keep_location: bool = True) -> Response:
-        """``response`` (already read in full) projected for the admitted principal
-        (``keep_location``: see ``projected``)."""
+        """``response`` (already read in full) as the admitted principal may receive it:
+        projected when its view of the table restricts something, and in every case without
+        what ``disclosure`` withholds from it; its status and headers kept (``keep_location``:
+        a CommitTableResponse must name its metadata file)."""
         principal = admission.principal
-        if response.status_code != 200 or principal is None:
+        if principal is None:
             return response
-        if not self.restricted(principal, table):
-            return self.without_config_secrets(response) if self.keeps_secrets_from(
-                principal) else response
-        projected = self.projected(bytes(response.body), principal, table, inbound,
-                                   admission.evidence, keep_location=keep_location)
-        if projected is None:
-            return response
-        return JSONResponse(projected, headers={"cache-control": "no-store"})
-
-
-def without_metadata_files(result: dict[str, Any], keep_location: bool) -> dict[str, Any]:
-    """``result`` without the paths of the table's unprojected metadata files: they hold every
-    column (and registering one elsewhere would shed the restrictions). ``metadata-location`` is
-    optional in a LoadTableResult; a CommitTableResponse must keep it."""
-    cleaned = dict(result)
-    if not keep_location:
-        cleaned.pop("metadata-location", None)
-    metadata = cleaned.get("metadata")
-    if isinstance(metadata, dict) and "metadata-log" in metadata:
-        cleaned["metadata"] = {**metadata, "metadata-log": []}
-    return cleaned
+        withheld = self.disclosure.withheld(principal)
+        if response.status_code != 200 or not self.restricted(principal, table):
+            return disclosed_response(response, withheld, keep_location=keep_location)
+        try:
+            result = json.loads(bytes(response.body))
+        except (ValueError, RecursionError) as exc:
+            raise BackingFailed("the backing catalog's table metadata cannot be read") from exc
+        if not isinstance(result, dict):
+            raise BackingFailed("the backing catalog's table metadata cannot be read")
+        projected = self.projected(result, principal, table, inbound, admission.evidence)
+        if projected is not None:
+            result, withheld = projected, withheld.and_metadata_files()
+        cleaned = disclosed(result, withheld, keep_location=keep_location)
+        return with_body(response, dumps(cleaned)) if projected is not None or (
+            cleaned != result) else response
 
 
 class LoadTableHandler:
@@ -148,8 +141,7 @@ class LoadTableHandler:
 
     async def load_table(self, inbound: InboundRequest, admission: Admission) -> Response:
         principal, table = admission.principal, admission.intent.needs[0].resource
-        if not self._answers.keeps_secrets_from(principal) and (
-                principal is None or not self._answers.restricted(principal, table)):
+        if self._answers.untouched(principal, table):
             return await self._forwarder.forward(inbound)
         upstream = await self._forwarder.exchange(inbound)
         return await self._answers.project_response(relayed_answer(upstream, upstream.content),
@@ -158,11 +150,12 @@ class LoadTableHandler:
 
     async def create_table(self, inbound: InboundRequest, admission: Admission) -> Response:
         """Create (or stage-create) a table: forwarded; its answer, which carries the new
-        table's metadata and any vended credentials, projected for a restricted principal."""
+        table's metadata and any vended credentials, as the principal may receive it."""
         principal, table = admission.principal, admission.intent.needs[0].resource
-        if principal is None or not self._answers.restricted(principal, table):
+        if principal is None or self._answers.untouched(principal, table):
             return await self._forwarder.forward(inbound)
-        self._answers.refuse_hidden_layout(principal, table, inbound.json())
+        if self._answers.restricted(principal, table):
+            self._answers.refuse_hidden_layout(principal, table, inbound.json())
         upstream = await self._forwarder.exchange(inbound)
         response = relayed_answer(upstream, upstream.content)
         return await self._answers.project_response(response, inbound, admission, table)

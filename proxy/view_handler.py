@@ -35,7 +35,7 @@ from proxy.errors import BackingUnavailable, Forbidden
 from proxy.inbound import InboundRequest
 from proxy.policy import PolicyAuthorizer
 from proxy.read_views import ReadViews
-from proxy.reads.credentials import without_config_secrets
+from proxy.reads.disclosure import Disclosure, disclosed_response
 from proxy.view_refs import unseen_reference
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
@@ -45,10 +45,11 @@ class ViewHandlers:
     """The view endpoints icegov answers itself (load, create, replace)."""
 
     def __init__(self, forwarder: Forwarder, authorizer: PolicyAuthorizer,
-                 read_views: ReadViews) -> None:
+                 read_views: ReadViews, disclosure: Disclosure) -> None:
         self._forwarder = forwarder
         self._authorizer = authorizer
         self._read_views = read_views
+        self._disclosure = disclosure
 
     async def load_view(self, inbound: InboundRequest, admission: Admission) -> Response:
         hidden = self._hidden(inbound, admission)
@@ -56,19 +57,16 @@ class ViewHandlers:
         if upstream.status_code == 200 and await self._conceals(
                 _metadata(upstream.content), hidden, admission):
             raise _refused(admission, "load")
-        if upstream.status_code == 200 and admission.principal is not None \
-                and self._authorizer.restricted_anywhere(admission.principal):
-            cleaned = without_config_secrets(upstream.content)
-            if cleaned is not None:  # a warehouse-wide key reads what rules restrict
-                return Response(cleaned, media_type="application/json",
-                                headers={"cache-control": "no-store"})
-        return relayed_answer(upstream, upstream.content)
+        return self._disclosed(relayed_answer(upstream, upstream.content), admission)
 
     async def create_view(self, inbound: InboundRequest, admission: Admission) -> Response:
         hidden = self._hidden(inbound, admission)
         if hidden and names_any(_created(inbound.json()), hidden):
             raise _refused(admission, "create")
-        return await self._forwarder.forward(inbound)
+        if self._disclosure.withheld(admission.principal).nothing:
+            return await self._forwarder.forward(inbound)
+        upstream = await self._forwarder.exchange(inbound)
+        return self._disclosed(relayed_answer(upstream, upstream.content), admission)
 
     async def replace_view(self, inbound: InboundRequest, admission: Admission) -> Response:
         hidden = self._hidden(inbound, admission)
@@ -86,7 +84,12 @@ class ViewHandlers:
             assert admission.principal is not None
             raise Forbidden(f"the view was replaced, but its definition now names columns or "
                             f"tables hidden from {admission.principal.name}: it cannot be shown")
-        return relayed(upstream, upstream.content)
+        return self._disclosed(relayed(upstream, upstream.content), admission)
+
+    def _disclosed(self, response: Response, admission: Admission) -> Response:
+        """A view's answer without what ``proxy.reads.disclosure`` withholds from the caller
+        (a LoadViewResult's ``config`` has the same FileIO secrets a table's has)."""
+        return disclosed_response(response, self._disclosure.withheld(admission.principal))
 
     def _hidden(self, inbound: InboundRequest, admission: Admission) -> frozenset[str]:
         principal = admission.principal

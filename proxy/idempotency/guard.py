@@ -28,7 +28,7 @@ from proxy.idempotency.keys import IdempotencyKeyReused, KeyedRequest, keyed_req
 from proxy.idempotency.settings import IdempotencySettings
 from proxy.idempotency.store import Claimed, IdempotencyStore, StoredAnswer
 from proxy.inbound import InboundRequest
-from proxy.reads.credentials import without_credentials
+from proxy.reads.disclosure import EVERY_SECRET, disclosed, dumps
 
 log = structlog.get_logger("icegov")
 
@@ -211,16 +211,16 @@ def _rebuilt(response: Response, body: bytes) -> Response:
 
 def at_rest(body: bytes) -> bytes:
     """``body`` as it may be kept at rest: a JSON answer without its vended credentials
-    (``storage-credentials`` and the secret ``config`` keys, ``reads.credentials``; a replay
-    answers the table without them, and the client loads them afresh); any other answer, and
-    one that holds none, byte for byte."""
+    (``reads.disclosure``'s ``EVERY_SECRET``: the secret ``config`` values and those of the
+    ``storage-credentials``; a replay answers the table without them, and the client loads them
+    afresh); any other answer, and one that holds none, byte for byte."""
     try:
         answer = json.loads(body)
     except (ValueError, RecursionError):
         return body
     if not isinstance(answer, dict):
         return body
-    kept = without_credentials(answer)
+    kept = disclosed(answer, EVERY_SECRET)
     if kept == answer:
         return body  # nothing that could hold a credential: kept byte for byte
-    return json.dumps(kept, separators=(",", ":")).encode()
+    return dumps(kept)

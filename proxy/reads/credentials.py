@@ -1,17 +1,19 @@
-"""Storage credentials are never handed to a principal that column or row rules restrict.
+"""What in a catalog's answer is a storage secret: the vocabulary ``proxy.reads.disclosure``
+decides with.
 
 A storage credential reads whole files: every column of every row, whatever the policy hides.
-For a restricted principal, the LoadTableResult's ``storage-credentials`` are dropped, and so
-are the ``config`` properties that carry a secret (FileIO's S3, ADLS and GCS keys, tokens,
-connection strings); the credentials endpoint refuses it (``proxy.credentials_handler``). A
-principal restricted on some table gets no secret ``config`` property anywhere (``/v1/config``,
-loadTable, loadView): such a key is the warehouse's, not one table's.
+The secret parts of an answer are the ``config`` properties that carry one (FileIO's S3, ADLS
+and GCS keys, tokens, SAS, connection strings) and the same properties inside each of the
+``storage-credentials``. Only the secret *values* go: the keys that say where and how to reach
+storage (region, endpoint, path-style access) and each credential's ``prefix`` stay, so an
+answer without secrets has the shape of one with them (clients such as DuckDB read a
+credential's ``client.region``).
 """
 
 from __future__ import annotations
 
-import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 SECRET_WORDS = re.compile(
@@ -28,27 +30,23 @@ def is_secret_property(key: str) -> bool:
     return SECRET_WORDS.search(key.lower()) is not None
 
 
-def without_config_secrets(body: bytes) -> bytes | None:
-    """A LoadTableResult or LoadViewResult (JSON ``body``) with no secret ``config`` property,
-    as new bytes; None when it has none to drop (or is not such an object). For a principal
-    restricted on some table: a warehouse-wide key in the config of a table it may read whole
-    also reads the tables it may not (``storage-credentials``, vended for the table alone,
-    stay)."""
-    try:
-        result = json.loads(body)
-    except ValueError:
-        return None
-    config = result.get("config") if isinstance(result, dict) else None
-    if not isinstance(config, dict) or not any(is_secret_property(str(k)) for k in config):
-        return None
-    result["config"] = {k: v for k, v in config.items() if not is_secret_property(str(k))}
-    return json.dumps(result, separators=(",", ":")).encode()
+def without_secrets(properties: Mapping[Any, Any]) -> dict[str, Any]:
+    """``properties`` (a config map) without its secret properties (a new dict)."""
+    return {str(k): v for k, v in properties.items() if not is_secret_property(str(k))}
 
 
-def without_credentials(result: dict[str, Any]) -> dict[str, Any]:
-    """``result`` (a LoadTableResult-like dict) without storage credentials (a new dict)."""
-    cleaned = {k: v for k, v in result.items() if k != "storage-credentials"}
-    config = result.get("config")
-    if isinstance(config, dict):
-        cleaned["config"] = {k: v for k, v in config.items() if not is_secret_property(str(k))}
-    return cleaned
+def has_secrets(properties: object) -> bool:
+    """True for a config map that holds a secret property."""
+    return isinstance(properties, Mapping) and any(is_secret_property(str(k))
+                                                   for k in properties)
+
+
+def credential_without_secrets(credential: object) -> dict[str, Any] | None:
+    """One of the ``storage-credentials`` as its ``prefix`` and the non-secret part of its
+    ``config`` (nothing else of it: an unknown member may hold anything); None for an entry
+    that is not a credential (dropped)."""
+    if not isinstance(credential, Mapping) or not isinstance(credential.get("prefix"), str):
+        return None
+    config = credential.get("config")
+    return {"prefix": credential["prefix"],
+            "config": without_secrets(config) if isinstance(config, Mapping) else {}}

@@ -18,7 +18,10 @@ what loadTable says, so the answer carries the restriction:
   partition column cannot be hidden, its values are in every manifest and file path.
 * **Statistics**: Puffin blob metadata over a removed field is dropped; a statistics file left
   without blobs is dropped. Partition statistics name no column and stay.
-* ``config`` gains ``scan-planning-mode: server``; ``read-restrictions`` (the REST spec's field)
+* ``config`` gains ``scan-planning-mode: server``, and with it the region the table's storage
+  credentials name when it names none (``REGION_KEYS``): a client that configures storage from
+  a ``config`` that is not empty (DuckDB) needs a region there, and the backing's empty
+  ``config`` had left it to the credentials. ``read-restrictions`` (the REST spec's field)
   declares masks of kept columns and the row filter (``proxy.reads.restrictions_json``).
 
 ``properties``, ``last-column-id``, snapshots and ``metadata-location`` are left as they are
@@ -90,12 +93,33 @@ def project_load_result(result: Json, view: ReadView, *, applies_masks: bool) ->
         raise BackingFailed("the backing catalog's table metadata cannot be read") from exc
     projected = dict(result)
     projected["metadata"] = projected_metadata
-    projected["config"] = {**_object(result.get("config") or {}), SCAN_PLANNING_MODE: "server"}
+    config = _object(result.get("config") or {})
+    projected["config"] = {**credentials_region(result, config), **config,
+                           SCAN_PLANNING_MODE: "server"}
     ours = read_restrictions(view, schema, applies_masks=applies_masks)
     merged = merge_read_restrictions(result.get(READ_RESTRICTIONS), ours)
     if merged is not None:
         projected[READ_RESTRICTIONS] = merged
     return projected
+
+
+REGION_KEYS = ("client.region", "s3.region", "region")
+"""Where FileIO (Java's and PyIceberg's) and DuckDB read a storage region."""
+
+
+def credentials_region(result: Json, config: Json) -> Json:
+    """The region properties of ``result``'s storage credentials when ``config`` has none
+    and the credentials agree on them (else none)."""
+    if any(key in config for key in REGION_KEYS):
+        return {}
+    credentials = result.get("storage-credentials")
+    found: dict[str, set[Any]] = {}
+    for credential in credentials if isinstance(credentials, list) else ():
+        properties = credential.get("config") if isinstance(credential, dict) else None
+        for key in REGION_KEYS:
+            if isinstance(properties, dict) and isinstance(properties.get(key), str):
+                found.setdefault(key, set()).add(properties[key])
+    return {key: next(iter(values)) for key, values in found.items() if len(values) == 1}
 
 
 # -- which field ids leave -----------------------------------------------------------------

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import httpx
 
-from proxy.reads.credentials import is_secret_property, without_credentials
+from proxy.reads.credentials import is_secret_property
+from proxy.reads.disclosure import EVERY_SECRET, disclosed
 from tests.support.errors import assert_error_model
 from tests.support.upstream import Upstream, client_for, icegov_token
 
@@ -12,15 +13,19 @@ CUSTOMERS = "/v1/namespaces/demo/tables/customers"
 ANALYST = "analyst:analyst-secret"
 
 
-def test_secret_config_and_storage_credentials_are_dropped() -> None:
-    result = {"metadata-location": "m", "metadata": {}, "storage-credentials": [{"prefix": "s3"}],
+def test_secret_values_are_dropped_and_the_shape_is_kept() -> None:
+    result = {"metadata-location": "m", "metadata": {},
+              "storage-credentials": [{"prefix": "s3://b/t", "config": {
+                  "s3.access-key-id": "AK", "client.region": "eu-west-1"}, "extra": "x"}, "junk"],
               "config": {"s3.access-key-id": "AK", "s3.secret-access-key": "SK",
                          "adls.sas-token.acct": "sas", "s3.endpoint": "http://minio",
                          "scan-planning-mode": "server"}}
-    cleaned = without_credentials(result)
+    cleaned = disclosed(result, EVERY_SECRET)
     assert cleaned == {"metadata-location": "m", "metadata": {},
+                       "storage-credentials": [{"prefix": "s3://b/t",
+                                                "config": {"client.region": "eu-west-1"}}],
                        "config": {"s3.endpoint": "http://minio", "scan-planning-mode": "server"}}
-    assert "storage-credentials" in result  # the input is not changed
+    assert result["storage-credentials"][0]["config"]["s3.access-key-id"] == "AK"  # unchanged
     assert is_secret_property("gcs.oauth2.token") and not is_secret_property("s3.region")
 
 
