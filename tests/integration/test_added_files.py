@@ -1,0 +1,163 @@
+"""Added files must be what their manifest entries claim, against real proxies on both backings
+(the embedded catalog and the Java reference catalog): an INSERT-only writer's pyiceberg client
+commits crafted data files through icegov; each bad one is refused (400) with the table's rows
+and snapshots unchanged, and honest files still land. Spark's own INSERTs are covered by
+``test_classify_spark.py`` and the benchmark in ``benchmarks/footers.py``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.conversions import to_bytes
+from pyiceberg.exceptions import BadRequestError
+from pyiceberg.io.pyarrow import parquet_file_to_data_file, schema_to_pyarrow
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.table import Table
+from pyiceberg.typedef import Record
+from pyiceberg.types import LongType
+
+from tests.conftest import BACKENDS, RunningProxy, proxy_for
+from tests.support.settings import ADMIN
+
+WRITER = "writer:writer-secret"  # the demo policy: READ on icegov.demo.*, plus INSERT there
+SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("name", pa.string())])
+ROWS = pa.table({"id": [1, 2, 3], "name": ["a", "b", None]}, schema=SCHEMA)
+_ids = itertools.count()
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def proxy(request: pytest.FixtureRequest,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProxy]:
+    workdir = tmp_path_factory.mktemp(f"added-{request.param}")
+    with proxy_for(str(request.param), workdir) as running:
+        RestCatalog("admin", uri=running.url, credential=ADMIN).create_namespace("demo")
+        yield running
+
+
+@pytest.fixture()
+def admin(proxy: RunningProxy) -> RestCatalog:
+    return RestCatalog("admin", uri=proxy.url, credential=ADMIN)
+
+
+@pytest.fixture()
+def writer(proxy: RunningProxy) -> RestCatalog:
+    return RestCatalog("writer", uri=proxy.url, credential=WRITER)
+
+
+def new_table(admin: RestCatalog) -> str:
+    name = f"demo.added{next(_ids)}_{uuid.uuid4().hex[:6]}"
+    admin.create_table(name, SCHEMA).append(ROWS)
+    return name
+
+
+def state(table: Table) -> tuple[list[Any], list[int]]:
+    rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+    return rows, [s.snapshot_id for s in table.metadata.snapshots]
+
+
+def write(table: Table, rows: pa.Table, name: str, measure: bool = True) -> DataFile:
+    """A Parquet file of ``rows`` under the table, with the metrics pyiceberg measures (or,
+    for columns pyiceberg cannot measure, none)."""
+    path = f"{table.location()}/data/{name}-{uuid.uuid4().hex[:8]}.parquet"
+    with table.io.new_output(path).create() as out:
+        pq.write_table(rows, out)
+    if measure:
+        return parquet_file_to_data_file(table.io, table.metadata, path)
+    return DataFile.from_args(content=DataFileContent.DATA, file_path=path,
+                              file_format=FileFormat.PARQUET, partition=Record(),
+                              record_count=rows.num_rows,
+                              file_size_in_bytes=len(table.io.new_input(path)))
+
+
+def entry(data: DataFile, **claims: Any) -> DataFile:
+    """``data``'s entry with ``claims`` instead of what was measured."""
+    fields = {"content": DataFileContent.DATA, "file_path": data.file_path,
+              "file_format": FileFormat.PARQUET, "partition": Record(),
+              "record_count": data.record_count, "file_size_in_bytes": data.file_size_in_bytes,
+              "value_counts": data.value_counts, "null_value_counts": data.null_value_counts,
+              "lower_bounds": data.lower_bounds, "upper_bounds": data.upper_bounds}
+    return DataFile.from_args(**{**fields, **claims})
+
+
+def append(table: Table, data: DataFile) -> None:
+    with table.transaction() as transaction, \
+            transaction.update_snapshot().fast_append() as snapshot:
+        snapshot.append_data_file(data)
+
+
+def _field_ids(table: Table) -> pa.Schema:
+    return schema_to_pyarrow(table.schema())
+
+
+def _lying_count(table: Table) -> DataFile:
+    return entry(write(table, ROWS.cast(_field_ids(table)), "count"), record_count=1000)
+
+
+def _future_column(table: Table) -> DataFile:
+    rows = ROWS.cast(_field_ids(table)).append_column(
+        pa.field("later", pa.int64(), True, {b"PARQUET:field_id": b"9"}), pa.array([1, 2, 3]))
+    return write(table, rows, "future", measure=False)
+
+
+def _wrong_type(table: Table) -> DataFile:
+    rows = pa.table({"id": ["1", "2", "3"]}, schema=pa.schema([
+        pa.field("id", pa.string(), True, {b"PARQUET:field_id": b"1"})]))
+    return write(table, rows, "typed", measure=False)
+
+
+def _hidden_rows(table: Table) -> DataFile:
+    data = write(table, pa.table({"id": [50, 60], "name": ["x", "y"]}).cast(_field_ids(table)),
+                 "bounds")  # claims ids 50..51: a filter on id = 60 would skip the file
+    return entry(data, upper_bounds={**data.upper_bounds, 1: to_bytes(LongType(), 51)})
+
+
+def _resized(table: Table) -> DataFile:
+    data = write(table, ROWS.cast(_field_ids(table)), "sized")
+    return entry(data, file_size_in_bytes=data.file_size_in_bytes + 7)
+
+
+@pytest.mark.parametrize("crafted", [_lying_count, _future_column, _wrong_type, _hidden_rows,
+                                     _resized])
+def test_a_crafted_data_file_is_refused_and_nothing_lands(
+        admin: RestCatalog, writer: RestCatalog, crafted: Callable[[Table], DataFile]) -> None:
+    name = new_table(admin)
+    before = state(admin.load_table(name))
+    table = writer.load_table(name)
+    with pytest.raises(BadRequestError):
+        append(table, crafted(table))
+    assert state(admin.load_table(name)) == before
+
+
+def test_a_link_to_another_tables_file_is_refused(admin: RestCatalog,
+                                                  writer: RestCatalog) -> None:
+    ours, theirs = new_table(admin), new_table(admin)
+    [their_file] = [t.file for t in admin.load_table(theirs).scan().plan_files()]
+    table = writer.load_table(ours)
+    link = Path(urlparse(table.location()).path) / "data" / f"link-{uuid.uuid4().hex}.parquet"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(urlparse(their_file.file_path).path, link)
+    before = state(admin.load_table(ours))
+    with pytest.raises(BadRequestError, match="not under the table's locations"):
+        append(table, entry(their_file, file_path=f"file://{link}"))
+    assert state(admin.load_table(ours)) == before
+
+
+def test_honest_files_still_land(admin: RestCatalog, writer: RestCatalog) -> None:
+    name = new_table(admin)
+    table = writer.load_table(name)
+    append(table, write(table, pa.table({"id": [7], "name": ["z"]}).cast(_field_ids(table)),
+                        "honest"))
+    writer.load_table(name).append(pa.table({"id": [8], "name": [None]}, schema=SCHEMA))
+    rows, snapshots = state(admin.load_table(name))
+    assert [r["id"] for r in rows] == [1, 2, 3, 7, 8] and len(snapshots) == 3
