@@ -18,8 +18,9 @@ forwarded: an ordinary commit (INSERT, DELETE's delete files, UPDATE, REWRITE: t
 * Avro and ORC: presence and size only, and no metric claims but value counts (``footstats``:
   what cannot be proven is refused).
 
-Footers are read in parallel (at most ``FOOTER_THREADS`` at once) and the whole check must end
-within the commit's ``footer_seconds``; beyond a budget the commit is refused (400, nothing
+Footers of object-store files are read in parallel (at most ``FOOTER_THREADS`` at once; local
+files by one thread, where more only contend for the GIL), and the whole check must end within
+the commit's ``footer_seconds``; beyond a budget the commit is refused (400, nothing
 landed). Which file is reported, when several fail, follows the order the files were given.
 
 What a footer says is remembered (an LRU keyed by table, canonical location and size), so a
@@ -45,7 +46,12 @@ from pyiceberg.table.metadata import TableMetadata
 from proxy.commits.columns import FileRules, check_columns, file_schema
 from proxy.commits.confine import canonical_location, shown_path
 from proxy.commits.diff import SnapshotChange
-from proxy.commits.footstats import FooterStats, footer_stats, metrics_disagreement
+from proxy.commits.footstats import (
+    FileColumns,
+    FooterStats,
+    footer_stats,
+    metrics_disagreement,
+)
 from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.limits import CommitLimits
 from proxy.commits.lru import SizedLru
@@ -98,8 +104,7 @@ def check_added_files(files: Sequence[DataFile], rules: FileRules, io: FileIO, *
         return
     budget = _Budget(limits.footer_bytes_budget, threading.Lock())
     deadline = time.monotonic() + limits.footer_seconds
-    with ThreadPoolExecutor(min(FOOTER_THREADS, len(files)),
-                            thread_name_prefix="icegov-footers") as pool:
+    with ThreadPoolExecutor(_pool_size(files), thread_name_prefix="icegov-footers") as pool:
         futures = [pool.submit(_footer, f, table_uuid, io, budget, limits) for f in files]
         done, pending = wait(futures, timeout=max(0.0, deadline - time.monotonic()),
                              return_when=FIRST_EXCEPTION)
@@ -109,8 +114,17 @@ def check_added_files(files: Sequence[DataFile], rules: FileRules, io: FileIO, *
             if not any(f.exception() for f in done):
                 raise CommitTooLarge(f"verifying the commit's {len(files)} added files took "
                                      f"longer than {limits.footer_seconds} s")
+    memo: dict[tuple[bytes, Any, tuple[int, ...]], FileColumns] = {}
     for data_file, future in zip(files, futures, strict=True):
-        _check_against(data_file, _result(future), rules)
+        _check_against(data_file, _result(future), rules, memo)
+
+
+def _pool_size(files: Sequence[DataFile]) -> int:
+    """Threads reading footers: one for local files (reading them is CPU work under the GIL,
+    which more threads only contend for: measured 26 ms for 200 files with one, 51 ms with
+    eight), up to ``FOOTER_THREADS`` for object stores (each read waits on the network)."""
+    local = all(canonical_location(f.file_path).startswith("file:///") for f in files)
+    return 1 if local else min(FOOTER_THREADS, len(files))
 
 
 def _result(future: Future[Footer]) -> Footer:
@@ -119,17 +133,24 @@ def _result(future: Future[Footer]) -> Footer:
     return future.result()
 
 
-def _check_against(data_file: DataFile, footer: Footer, rules: FileRules) -> None:
-    """The entry against what the file was found to be (run on every check, never cached)."""
+def _check_against(data_file: DataFile, footer: Footer, rules: FileRules,
+                   memo: dict[tuple[bytes, Any, tuple[int, ...]], FileColumns]) -> None:
+    """The entry against what the file was found to be (run on every check, never cached
+    across commits; within one, files of one schema and content share their column check)."""
     shown = shown_path(data_file.file_path)
     if footer.rows is not None and footer.rows != data_file.record_count:
         raise UnverifiableCommit(f"content file {shown} holds {footer.rows} rows, not the "
                                  f"declared {data_file.record_count}")
-    converted = None
+    columns = None
     if footer.schema is not None:
-        converted = file_schema(data_file, footer.schema, rules)
-        check_columns(data_file, converted, rules)
-    problem = metrics_disagreement(data_file, converted, footer.stats, rules)
+        key = (footer.schema.serialize().to_pybytes(), data_file.content,
+               tuple(data_file.equality_ids or ()))
+        columns = memo.get(key)
+        if columns is None:
+            converted = file_schema(data_file, footer.schema, rules)
+            check_columns(data_file, converted, rules)
+            columns = memo[key] = FileColumns.of(converted)
+    problem = metrics_disagreement(data_file, columns, footer.stats, rules)
     if problem:
         raise UnverifiableCommit(f"content file {shown}: {problem}")
 

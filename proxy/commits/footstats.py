@@ -54,6 +54,7 @@ from pyiceberg.types import (
     IcebergType,
     IntegerType,
     LongType,
+    NestedField,
     PrimitiveType,
     StringType,
     TimestampNanoType,
@@ -163,22 +164,35 @@ def _bytes(value: Any) -> bytes:
     return value.encode("utf-8") if isinstance(value, str) else bytes(value)
 
 
-def metrics_disagreement(data_file: DataFile, converted: Schema | None,
+@dataclass(frozen=True)
+class FileColumns:
+    """A Parquet file's Iceberg schema, its fields by id and its leaf paths' field ids."""
+
+    schema: Schema
+    fields: Mapping[int, NestedField]
+    paths: Mapping[str, int]
+
+    @classmethod
+    def of(cls, schema: Schema) -> FileColumns:
+        return cls(schema, index_by_id(schema), parquet_path_to_id_mapping(schema))
+
+
+def metrics_disagreement(data_file: DataFile, columns: FileColumns | None,
                          stats: FooterStats | None, rules: FileRules) -> str | None:
     """Why the metrics ``data_file`` declares are not proven by its footer (``stats``, its
-    columns ``converted``: None for a non-Parquet file); None if they are."""
+    ``columns``: None for a non-Parquet file); None if they are."""
     claims = _Claims.of(data_file)
     ids = claims.field_ids
     if not ids:
         return None
-    if stats is None or converted is None:
+    if stats is None or columns is None:
         if ids - set(claims.values):
             return "it is not Parquet, so its column metrics cannot be checked: it may " \
                    "declare value counts only"
         return None
-    paths = parquet_path_to_id_mapping(converted)
-    leaves = {field_id: stats[path] for path, field_id in paths.items() if path in stats}
-    file_fields = index_by_id(converted)
+    leaves = {field_id: stats[path] for path, field_id in columns.paths.items()
+              if path in stats}
+    file_fields = columns.fields
     for field_id in sorted(ids, key=str):
         leaf = leaves.get(field_id)
         if leaf is None:

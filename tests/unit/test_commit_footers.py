@@ -370,3 +370,33 @@ def test_append_files_through_a_link_to_another_table_is_refused(tmp_path: Path)
     status, message = _status(tbl, {"action": "append-files",
                                     "data-files": [_wire(tbl, f"file://{link}", 2)]})
     assert status == 400 and "not under the table's locations" in message, message
+
+
+# object stores: footers read in parallel ----------------------------------------------------
+
+def test_object_store_footers_are_read_in_parallel_and_checked_alike(rt: RowTable) -> None:
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    from proxy.commits.columns import FileRules
+    from tests.support.s3 import s3_server
+
+    arrow = schema_to_pyarrow(rt.table.schema())
+    with s3_server() as store:
+        io = PyArrowFileIO(store.properties)
+        files = []
+        for i in range(12):
+            path = f"{store.bucket_uri}/t/data/f{i}.parquet"
+            with io.new_output(path).create() as out:
+                pq.write_table(ROWS.cast(arrow), out)
+            files.append(parquet_file_to_data_file(io, rt.table.metadata, path))
+        assert footers_module._pool_size(files) == footers_module.FOOTER_THREADS
+        rules = FileRules.of(rt.table.metadata)
+        footers_module.check_added_files(files, rules, io, table_uuid="t",
+                                         limits=CommitLimits())
+        files[7] = DataFile.from_args(
+            content=DataFileContent.DATA, file_path=files[7].file_path,
+            file_format=FileFormat.PARQUET, partition=Record(), record_count=2,
+            file_size_in_bytes=files[7].file_size_in_bytes)
+        with pytest.raises(UnverifiableCommit, match=r"f7.parquet' holds 3 rows, not the"):
+            footers_module.check_added_files(files, rules, io, table_uuid="t",
+                                             limits=CommitLimits())

@@ -1,0 +1,199 @@
+"""Cost of checking added files' footers: a commit adding 200 Parquet files, direct and via icegov.
+
+A Spark INSERT writes one file per task (200 with the default shuffle partitions) and commits
+them in one snapshot; this drives the same commit with pyiceberg, whose client is scriptable
+here: ``--files`` honest Parquet files (``--rows`` rows of long, string, double and timestamp
+columns each, with the metrics pyiceberg measures from their footers) are written under the
+table, then one ``fast_append`` commits them. Like ``commit.py`` it starts the embedded catalog
+(``icegov catalog``) and a governed icegov in front of it (``icegov serve --catalog-uri``) on
+loopback ports; one table is committed to directly, one through icegov as the demo ``writer``,
+alternating which goes first. Every round adds new files, so icegov reads every footer cold.
+
+Reported: the commit POST (as the client timed it) and the whole INSERT (write the files, then
+commit), direct and via icegov, with ratios; then, in-process on the same commit body and base,
+``classify_commit`` with the footer checks and with them switched off, and the footer check
+alone (``footers.check_added_files``, cache cleared each time).
+
+Run: ``python benchmarks/footers.py`` (``--quick`` for a smoke run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.io.pyarrow import parquet_file_to_data_file, schema_to_pyarrow
+from pyiceberg.manifest import DataFile
+from pyiceberg.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from commit import CommitTimer, catalog, governed_env
+from passthrough import free_port, icegov_server
+
+NAMESPACE = "demo"  # the demo policy grants writer INSERT on icegov.demo.*
+
+
+def batch(rows: int, seed: int) -> pa.Table:
+    ids = pa.array(range(seed * rows, (seed + 1) * rows), pa.int64())
+    return pa.table({
+        "id": ids,
+        "name": pa.array([f"event-{(i * 7919) % 100_003}" for i in range(rows)]),
+        "amount": pa.array([(i % 1000) / 7 for i in range(rows)], pa.float64()),
+        "ts": pa.array([1_700_000_000_000_000 + i * 1_000 for i in range(rows)],
+                       pa.timestamp("us")),
+    })
+
+
+def write_files(table: Table, files: int, rows: int) -> list[DataFile]:
+    """``files`` Parquet files under the table, measured as pyiceberg measures them."""
+    arrow = schema_to_pyarrow(table.schema())
+    written = []
+    for index in range(files):
+        path = f"{table.location()}/data/insert-{uuid.uuid4().hex}.parquet"
+        with table.io.new_output(path).create() as out:
+            pq.write_table(batch(rows, index).cast(arrow), out)
+        written.append(parquet_file_to_data_file(table.io, table.metadata, path))
+    return written
+
+
+@dataclass
+class Arm:
+    name: str
+    table: Table
+    timer: CommitTimer
+    insert_ms: list[float] = field(default_factory=list)
+    last_base: Any = None  # the table's metadata before the last INSERT's commit
+    last_files: list[DataFile] = field(default_factory=list)
+
+    def insert(self, files: int, rows: int, record: bool) -> None:
+        start = time.perf_counter()
+        data_files = write_files(self.table, files, rows)
+        self.last_base, self.last_files = self.table.metadata, data_files
+        with self.table.transaction() as transaction, \
+                transaction.update_snapshot().fast_append() as snapshot:
+            for data_file in data_files:
+                snapshot.append_data_file(data_file)
+        if record:
+            self.insert_ms.append((time.perf_counter() - start) * 1000)
+        else:
+            self.timer.millis.pop()
+
+
+def run_inserts(admin: RestCatalog, direct: str, proxied: str,
+                args: argparse.Namespace) -> tuple[Arm, Arm]:
+    schema = batch(1, 0).schema
+    for name in ("insert_direct", "insert_proxied"):
+        admin.create_table(f"{NAMESPACE}.{name}", schema)
+    timers = CommitTimer(), CommitTimer()
+    arms = (Arm("direct", timers[0].attach(catalog(direct)).load_table(
+                f"{NAMESPACE}.insert_direct"), timers[0]),
+            Arm("icegov", timers[1].attach(catalog(proxied, "writer")).load_table(
+                f"{NAMESPACE}.insert_proxied"), timers[1]))
+    for i in range(args.warmup + args.rounds):
+        for arm in arms if i % 2 == 0 else arms[::-1]:
+            arm.insert(args.files, args.rows, record=i >= args.warmup)
+    return arms
+
+
+def in_process(arm: Arm, repeats: int) -> dict[str, float]:
+    """Median ms of ``classify_commit`` with and without the footer checks, and of the footer
+    check alone (its cache cleared before every run, as for new files)."""
+    from proxy.commits import classify, footers
+    from proxy.commits.columns import FileRules
+    from proxy.commits.limits import CommitLimits
+    from proxy.commits.lru import SizedLru
+
+    assert arm.timer.last_body is not None
+    parsed, base, io = json.loads(arm.timer.last_body), arm.last_base, arm.table.io
+    original = classify.check_commit_files
+
+    def timed(run: Any) -> float:
+        samples = []
+        for _ in range(repeats):
+            footers.FOOTERS = SizedLru(footers.FOOTER_CACHE_FILES)
+            start = time.perf_counter()
+            run()
+            samples.append((time.perf_counter() - start) * 1000)
+        return statistics.median(samples)
+
+    with_checks = timed(lambda: classify.classify_commit(parsed, base, io))
+    classify.check_commit_files = lambda *_, **__: None  # type: ignore[assignment]
+    try:
+        without = timed(lambda: classify.classify_commit(parsed, base, io))
+    finally:
+        classify.check_commit_files = original
+    alone = timed(lambda: footers.check_added_files(
+        arm.last_files, FileRules.of(base), io, table_uuid="bench", limits=CommitLimits()))
+    return {"with": with_checks, "without": without, "alone": alone,
+            "files": len(arm.last_files)}
+
+
+def row(label: str, direct: list[float], proxied: list[float]) -> str:
+    d, p = statistics.median(direct), statistics.median(proxied)
+    dm, pm = statistics.fmean(direct), statistics.fmean(proxied)
+    return (f"| {label} | {d:.1f} | {p:.1f} | {p / d:.2f} | {p - d:+.1f} | {dm:.1f} | {pm:.1f} "
+            f"| {pm / dm:.2f} |")
+
+
+def report(arms: tuple[Arm, Arm], checks: dict[str, float], args: argparse.Namespace) -> None:
+    direct, proxied = arms
+    print(f"# INSERT of {args.files} Parquet files x {args.rows} rows, {args.rounds} rounds per "
+          f"arm after {args.warmup} warm-up, alternating arms; {os.cpu_count()} cores")
+    print("| measure | direct p50 ms | icegov p50 ms | p50 ratio | added p50 ms "
+          "| direct mean ms | icegov mean ms | mean ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    print(row("whole INSERT (write files + commit)", direct.insert_ms, proxied.insert_ms))
+    print(row("commit POST", direct.timer.millis, proxied.timer.millis))
+    share = checks["with"] - checks["without"]
+    print(f"\nin-process, the last icegov commit ({checks['files']:.0f} added files), median of "
+          f"{args.repeats}: classify_commit {checks['with']:.1f} ms with footer checks, "
+          f"{checks['without']:.1f} ms without ({share:+.1f} ms); footer check alone "
+          f"{checks['alone']:.1f} ms ({checks['alone'] / checks['files']:.2f} ms per file)")
+    print(f"footer checks as a share of the direct whole INSERT p50: "
+          f"{share / statistics.median(direct.insert_ms) * 100:.1f} %; of the direct commit POST "
+          f"p50: {share / statistics.median(direct.timer.millis) * 100:.0f} %", flush=True)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--files", type=int, default=200, help="Parquet files per INSERT")
+    parser.add_argument("--rows", type=int, default=1000, help="rows per file")
+    parser.add_argument("--rounds", type=int, default=8, help="recorded INSERTs per arm")
+    parser.add_argument("--warmup", type=int, default=2, help="unrecorded INSERTs per arm")
+    parser.add_argument("--repeats", type=int, default=5, help="in-process timings")
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    args = parser.parse_args()
+    if args.quick:
+        args.files, args.rounds, args.warmup, args.repeats = 20, 2, 1, 2
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        with icegov_server(["catalog", "--warehouse", str(tmp / "wh")], free_port()) as direct, \
+                icegov_server(["serve", "--catalog-uri", direct], free_port(),
+                              governed_env(tmp)) as proxied:
+            admin = catalog(direct)
+            admin.create_namespace(NAMESPACE)
+            arms = run_inserts(admin, direct, proxied, args)
+            report(arms, in_process(arms[1], args.repeats), args)
+    print(f"\n(total {time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
