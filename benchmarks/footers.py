@@ -5,12 +5,15 @@ them in one snapshot; this drives the same commit with pyiceberg, whose client i
 here: ``--files`` honest Parquet files (``--rows`` rows of long, string, double and timestamp
 columns each, with the metrics pyiceberg measures from their footers) are written under the
 table, then one ``fast_append`` commits them. Like ``commit.py`` it starts the embedded catalog
-(``icegov catalog``) and a governed icegov in front of it (``icegov serve --catalog-uri``) on
-loopback ports; one table is committed to directly, one through icegov as the demo ``writer``,
-alternating which goes first. Every round adds new files, so icegov reads every footer cold.
+(``icegov catalog``) and two governed icegovs in front of it (``icegov serve --catalog-uri``) on
+loopback ports, one of them with the footer checks switched off (``classify.check_commit_files``
+replaced by a no-op in that process only: there is no setting for it). Three tables are
+committed to the same way, one directly and one through each icegov as the demo ``writer``,
+rotating which goes first. Every round adds new files, so icegov reads every footer cold.
 
 Reported: the commit POST (as the client timed it) and the whole INSERT (write the files, then
-commit), direct and via icegov, with ratios; then, in-process on the same commit body and base,
+commit) of each arm, with ratios to direct and of checked to unchecked icegov; then, in-process
+on the same commit body and base,
 ``classify_commit`` with the footer checks and with them switched off, and the footer check
 alone (``footers.check_added_files``, cache cleared each time).
 
@@ -40,7 +43,11 @@ from pyiceberg.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from commit import CommitTimer, catalog, governed_env
-from passthrough import free_port, icegov_server
+from passthrough import free_port, icegov_server, server
+
+UNCHECKED_ICEGOV = [sys.executable, "-c", "import proxy.commits.classify as c; "
+                    "c.check_commit_files = lambda *_, **__: None; "
+                    "from proxy.cli import main; main()"]
 
 NAMESPACE = "demo"  # the demo policy grants writer INSERT on icegov.demo.*
 
@@ -91,18 +98,19 @@ class Arm:
             self.timer.millis.pop()
 
 
-def run_inserts(admin: RestCatalog, direct: str, proxied: str,
-                args: argparse.Namespace) -> tuple[Arm, Arm]:
-    schema = batch(1, 0).schema
-    for name in ("insert_direct", "insert_proxied"):
-        admin.create_table(f"{NAMESPACE}.{name}", schema)
-    timers = CommitTimer(), CommitTimer()
-    arms = (Arm("direct", timers[0].attach(catalog(direct)).load_table(
-                f"{NAMESPACE}.insert_direct"), timers[0]),
-            Arm("icegov", timers[1].attach(catalog(proxied, "writer")).load_table(
-                f"{NAMESPACE}.insert_proxied"), timers[1]))
+def run_inserts(admin: RestCatalog, urls: dict[str, str],
+                args: argparse.Namespace) -> list[Arm]:
+    """One arm per URL (``direct`` is the catalog itself), each with its own table."""
+    arms = []
+    for name, url in urls.items():
+        table = f"{NAMESPACE}.insert_{name.replace(' ', '_')}"
+        admin.create_table(table, batch(1, 0).schema)
+        timer = CommitTimer()
+        client = catalog(url) if name == "direct" else catalog(url, "writer")
+        arms.append(Arm(name, timer.attach(client).load_table(table), timer))
     for i in range(args.warmup + args.rounds):
-        for arm in arms if i % 2 == 0 else arms[::-1]:
+        shift = i % len(arms)
+        for arm in arms[shift:] + arms[:shift]:
             arm.insert(args.files, args.rows, record=i >= args.warmup)
     return arms
 
@@ -113,7 +121,6 @@ def in_process(arm: Arm, repeats: int) -> dict[str, float]:
     from proxy.commits import classify, footers
     from proxy.commits.columns import FileRules
     from proxy.commits.limits import CommitLimits
-    from proxy.commits.lru import SizedLru
 
     assert arm.timer.last_body is not None
     parsed, base, io = json.loads(arm.timer.last_body), arm.last_base, arm.table.io
@@ -122,7 +129,7 @@ def in_process(arm: Arm, repeats: int) -> dict[str, float]:
     def timed(run: Any) -> float:
         samples = []
         for _ in range(repeats):
-            footers.FOOTERS = SizedLru(footers.FOOTER_CACHE_FILES)
+            footers.FOOTERS = footers.new_footer_cache()
             start = time.perf_counter()
             run()
             samples.append((time.perf_counter() - start) * 1000)
@@ -140,22 +147,22 @@ def in_process(arm: Arm, repeats: int) -> dict[str, float]:
             "files": len(arm.last_files)}
 
 
-def row(label: str, direct: list[float], proxied: list[float]) -> str:
-    d, p = statistics.median(direct), statistics.median(proxied)
-    dm, pm = statistics.fmean(direct), statistics.fmean(proxied)
-    return (f"| {label} | {d:.1f} | {p:.1f} | {p / d:.2f} | {p - d:+.1f} | {dm:.1f} | {pm:.1f} "
-            f"| {pm / dm:.2f} |")
+def row(label: str, samples: list[list[float]]) -> str:
+    direct, unchecked, checked = (statistics.median(s) for s in samples)
+    return (f"| {label} | {direct:.1f} | {unchecked:.1f} | {checked:.1f} "
+            f"| {unchecked / direct:.2f} | {checked / direct:.2f} | {checked / unchecked:.2f} "
+            f"| {checked - unchecked:+.1f} |")
 
 
-def report(arms: tuple[Arm, Arm], checks: dict[str, float], args: argparse.Namespace) -> None:
-    direct, proxied = arms
+def report(arms: list[Arm], checks: dict[str, float], args: argparse.Namespace) -> None:
+    direct = arms[0]
     print(f"# INSERT of {args.files} Parquet files x {args.rows} rows, {args.rounds} rounds per "
-          f"arm after {args.warmup} warm-up, alternating arms; {os.cpu_count()} cores")
-    print("| measure | direct p50 ms | icegov p50 ms | p50 ratio | added p50 ms "
-          "| direct mean ms | icegov mean ms | mean ratio |")
+          f"arm after {args.warmup} warm-up, rotating arms; p50 ms; {os.cpu_count()} cores")
+    print("| measure | direct | icegov, no footer checks | icegov | unchecked / direct "
+          "| icegov / direct | icegov / unchecked | footer checks add |")
     print("|---|---|---|---|---|---|---|---|")
-    print(row("whole INSERT (write files + commit)", direct.insert_ms, proxied.insert_ms))
-    print(row("commit POST", direct.timer.millis, proxied.timer.millis))
+    print(row("whole INSERT (write files + commit)", [a.insert_ms for a in arms]))
+    print(row("commit POST", [a.timer.millis for a in arms]))
     share = checks["with"] - checks["without"]
     print(f"\nin-process, the last icegov commit ({checks['files']:.0f} added files), median of "
           f"{args.repeats}: classify_commit {checks['with']:.1f} ms with footer checks, "
@@ -187,11 +194,16 @@ def main() -> None:
         tmp = Path(tmp_name)
         with icegov_server(["catalog", "--warehouse", str(tmp / "wh")], free_port()) as direct, \
                 icegov_server(["serve", "--catalog-uri", direct], free_port(),
-                              governed_env(tmp)) as proxied:
-            admin = catalog(direct)
-            admin.create_namespace(NAMESPACE)
-            arms = run_inserts(admin, direct, proxied, args)
-            report(arms, in_process(arms[1], args.repeats), args)
+                              governed_env(tmp)) as checked:
+            port = free_port()
+            (tmp / "unchecked").mkdir()
+            with server([*UNCHECKED_ICEGOV, "serve", "--catalog-uri", direct, "--port",
+                         str(port)], port, governed_env(tmp / "unchecked")) as unchecked:
+                admin = catalog(direct)
+                admin.create_namespace(NAMESPACE)
+                arms = run_inserts(admin, {"direct": direct, "unchecked": unchecked.url,
+                                           "icegov": checked}, args)
+            report(arms, in_process(arms[2], args.repeats), args)
     print(f"\n(total {time.perf_counter() - started:.0f} s)")
 
 

@@ -31,9 +31,8 @@ footer run every time.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +56,7 @@ from proxy.commits.limits import CommitLimits
 from proxy.commits.lru import SizedLru
 from proxy.commits.manifests import CommitTooLarge
 
-FOOTER_CACHE_FILES = 16_384
+FOOTER_CACHE_COLUMNS = 500_000
 FOOTER_THREADS = 8
 _PARQUET_MAGIC = b"PAR1"
 _PUFFIN_MAGIC = b"PFA1"
@@ -77,7 +76,13 @@ class Footer:
     stats: FooterStats | None = None
 
 
-FOOTERS: SizedLru[tuple[str, str, int], Footer] = SizedLru(FOOTER_CACHE_FILES)
+def new_footer_cache() -> SizedLru[tuple[str, str, int], Footer]:
+    """An empty footer cache: at most ``FOOTER_CACHE_COLUMNS`` leaf columns' statistics in all
+    (a file weighs one plus its leaf columns)."""
+    return SizedLru(FOOTER_CACHE_COLUMNS, lambda footer: 1 + len(footer.stats or {}))
+
+
+FOOTERS = new_footer_cache()
 """Footers of files found present, by (table uuid, canonical location, size)."""
 
 
@@ -103,20 +108,18 @@ def check_added_files(files: Sequence[DataFile], rules: FileRules, io: FileIO, *
     if not files:
         return
     budget = _Budget(limits.footer_bytes_budget, threading.Lock())
-    deadline = time.monotonic() + limits.footer_seconds
-    with ThreadPoolExecutor(_pool_size(files), thread_name_prefix="icegov-footers") as pool:
+    pool = ThreadPoolExecutor(_pool_size(files), thread_name_prefix="icegov-footers")
+    try:
         futures = [pool.submit(_footer, f, table_uuid, io, budget, limits) for f in files]
-        done, pending = wait(futures, timeout=max(0.0, deadline - time.monotonic()),
-                             return_when=FIRST_EXCEPTION)
-        if pending:
-            for future in pending:
-                future.cancel()
-            if not any(f.exception() for f in done):
-                raise CommitTooLarge(f"verifying the commit's {len(files)} added files took "
-                                     f"longer than {limits.footer_seconds} s")
+        _, pending = wait(futures, timeout=limits.footer_seconds)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)  # a read under way ends on its own
+    if pending:
+        raise CommitTooLarge(f"verifying the commit's {len(files)} added files took longer "
+                             f"than {limits.footer_seconds} s")
     memo: dict[tuple[bytes, Any, tuple[int, ...]], FileColumns] = {}
     for data_file, future in zip(files, futures, strict=True):
-        _check_against(data_file, _result(future), rules, memo)
+        _check_against(data_file, future.result(), rules, memo)
 
 
 def _pool_size(files: Sequence[DataFile]) -> int:
@@ -125,12 +128,6 @@ def _pool_size(files: Sequence[DataFile]) -> int:
     eight), up to ``FOOTER_THREADS`` for object stores (each read waits on the network)."""
     local = all(canonical_location(f.file_path).startswith("file:///") for f in files)
     return 1 if local else min(FOOTER_THREADS, len(files))
-
-
-def _result(future: Future[Footer]) -> Footer:
-    if future.cancelled():
-        raise CommitTooLarge("verifying the commit's added files stopped at an earlier failure")
-    return future.result()
 
 
 def _check_against(data_file: DataFile, footer: Footer, rules: FileRules,

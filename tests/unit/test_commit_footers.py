@@ -30,7 +30,6 @@ from pyiceberg.types import DecimalType, DoubleType, LongType, NestedField
 from proxy.commits import CommitIntent, UnverifiableCommit, classify_commit
 from proxy.commits import footers as footers_module
 from proxy.commits.limits import CommitLimits
-from proxy.commits.lru import SizedLru
 from proxy.commits.manifests import CommitTooLarge
 from proxy.errors import IcebergError
 from proxy.governance import Action
@@ -51,7 +50,7 @@ def _field(name: str, kind: pa.DataType, field_id: int, nullable: bool = True) -
 
 @pytest.fixture(autouse=True)
 def fresh_cache(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(footers_module, "FOOTERS", SizedLru(footers_module.FOOTER_CACHE_FILES))
+    monkeypatch.setattr(footers_module, "FOOTERS", footers_module.new_footer_cache())
 
 
 @pytest.fixture()
@@ -321,6 +320,9 @@ def test_footer_reading_is_bounded(rt: RowTable) -> None:
         insert(rt, *files, limits=CommitLimits(footer_bytes_budget=100))
     with pytest.raises(CommitTooLarge, match="max_footer_bytes"):
         insert(rt, *files, limits=CommitLimits(max_footer_bytes=10))
+    many = [rt.write_data(f"t{i}", ROWS) for i in range(200)]
+    with pytest.raises(CommitTooLarge, match="took longer than 1e-06 s"):
+        insert(rt, *many, limits=CommitLimits(footer_seconds=1e-6))
     assert insert(rt, *files).actions == {Action.INSERT}
 
 

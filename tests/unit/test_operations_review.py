@@ -28,7 +28,7 @@ from tests.unit.test_operations import Tbl, position_deletes
 
 @pytest.fixture()
 def tbl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Tbl:
-    monkeypatch.setattr(footers, "FOOTERS", SizedLru(footers.FOOTER_CACHE_FILES))
+    monkeypatch.setattr(footers, "FOOTERS", footers.new_footer_cache())
     t = Tbl(tmp_path)
     t.append([1, 2])
     return t
