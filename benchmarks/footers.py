@@ -17,7 +17,11 @@ on the same commit body and base,
 ``classify_commit`` with the footer checks and with them switched off, and the footer check
 alone (``footers.check_added_files``, cache cleared each time).
 
-Run: ``python benchmarks/footers.py`` (``--quick`` for a smoke run).
+With ``--spark``, real Spark (3.5, Iceberg 1.10) INSERTs follow on the same three endpoints:
+``INSERT INTO ... SELECT /*+ REPARTITION(200) */ ...`` writes and commits 200 files per statement
+(Spark's own writer and metrics); each statement is timed whole, rotating the arms.
+
+Run: ``python benchmarks/footers.py`` (``--quick`` for a smoke run; ``--spark`` adds Spark).
 """
 
 from __future__ import annotations
@@ -173,6 +177,44 @@ def report(arms: list[Arm], checks: dict[str, float], args: argparse.Namespace) 
           f"p50: {share / statistics.median(direct.timer.millis) * 100:.0f} %", flush=True)
 
 
+def run_spark(urls: dict[str, str], args: argparse.Namespace) -> dict[str, list[float]]:
+    """Whole Spark INSERTs of ``args.files`` files per arm and round (ms), rotating arms."""
+    from tests.support.spark import add_rest_catalog, start_spark
+
+    spark = start_spark()
+    try:
+        arms = list(urls)
+        for name, url in urls.items():
+            options = {} if name == "direct" else {"credential": "writer:writer-secret"}
+            add_rest_catalog(spark, f"bench_{name}", url, **options)
+            spark.sql(f"CREATE TABLE bench_direct.{NAMESPACE}.spark_{name} (id bigint, name "
+                      "string, amount double, ts timestamp) USING iceberg")  # writer: INSERT
+        timings: dict[str, list[float]] = {name: [] for name in arms}
+        for i in range(args.warmup + args.rounds):
+            shift = i % len(arms)
+            for name in arms[shift:] + arms[:shift]:
+                start = time.perf_counter()
+                spark.sql(
+                    f"INSERT INTO bench_{name}.{NAMESPACE}.spark_{name} "
+                    f"SELECT /*+ REPARTITION({args.files}) */ id, concat('event-', id % 100003), "
+                    "(id % 1000) / 7.0, timestamp_micros(1700000000000000 + id * 1000) "
+                    f"FROM range({i * args.files * args.rows}, "
+                    f"{(i + 1) * args.files * args.rows})")
+                if i >= args.warmup:
+                    timings[name].append((time.perf_counter() - start) * 1000)
+        added = spark.sql(f"SELECT summary['added-data-files'] FROM bench_icegov.{NAMESPACE}."
+                          "spark_icegov.snapshots ORDER BY committed_at DESC LIMIT 1").first()[0]
+        print(f"\n# Spark INSERT of {added} files x {args.rows} rows (real Spark writer), "
+              f"{args.rounds} rounds per arm after {args.warmup} warm-up, rotating arms; p50 ms")
+        print("| measure | direct | icegov, no footer checks | icegov | unchecked / direct "
+              "| icegov / direct | icegov / unchecked | footer checks add |")
+        print("|---|---|---|---|---|---|---|---|")
+        print(row("Spark INSERT statement", [timings[name] for name in arms]), flush=True)
+        return timings
+    finally:
+        spark.stop()
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--files", type=int, default=200, help="Parquet files per INSERT")
@@ -181,6 +223,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=2, help="unrecorded INSERTs per arm")
     parser.add_argument("--repeats", type=int, default=5, help="in-process timings")
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--spark", action="store_true", help="also real Spark INSERTs")
     args = parser.parse_args()
     if args.quick:
         args.files, args.rounds, args.warmup, args.repeats = 20, 2, 1, 2
@@ -201,9 +244,11 @@ def main() -> None:
                          str(port)], port, governed_env(tmp / "unchecked")) as unchecked:
                 admin = catalog(direct)
                 admin.create_namespace(NAMESPACE)
-                arms = run_inserts(admin, {"direct": direct, "unchecked": unchecked.url,
-                                           "icegov": checked}, args)
-            report(arms, in_process(arms[2], args.repeats), args)
+                urls = {"direct": direct, "unchecked": unchecked.url, "icegov": checked}
+                arms = run_inserts(admin, urls, args)
+                report(arms, in_process(arms[2], args.repeats), args)
+                if args.spark:
+                    run_spark(urls, args)
     print(f"\n(total {time.perf_counter() - started:.0f} s)")
 
 
