@@ -96,7 +96,7 @@ def classify_commit(body: Mapping[str, Any], base: TableMetadata | None, io: Fil
     row_ids = expected_first_row_ids(scan.base, _list(body, "updates"), scan.added)
     changes = [_history_checked(_verify(scan, plan, step_key, reader, rows, row_ids))
                for step_key in plan.steps]
-    check_commit_files([c for c, _ in changes], scan.base, _list(body, "updates"), io, limits)
+    check_commit_files(changes, scan.base, _list(body, "updates"), io, limits)
     checked = _without_borrowed_files(scan, reader, _without_revivals(scan, reader, changes))
     return _intent(scan, plan, checked, rows)
 

@@ -6,7 +6,9 @@ the file has none, as readers resolve it):
   its schemas that has it) and its type reads as that column's type (equal, or an Iceberg type
   promotion); an equality delete file also holds every column of its ``equality-ids``;
 * position delete files: ``file_path`` (2147483546, string) and ``pos`` (2147483545, long), and
-  at most the optional ``row`` struct (2147483544) of table columns besides.
+  at most the optional ``row`` struct (2147483544) of table columns besides;
+* a format 3 table's data files may also hold the row lineage columns ``_row_id`` and
+  ``_last_updated_sequence_number`` (long), which writers keep for updated rows.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ from proxy.commits.confine import shown_path
 from proxy.commits.intent import UnverifiableCommit
 
 _PATH, _POS, _ROW = 2147483546, 2147483545, 2147483544
+ROW_LINEAGE_IDS = frozenset({2147483540, 2147483539})
+"""``_row_id`` and ``_last_updated_sequence_number``: format 3 writers keep them in the data files
+of updated rows (both long)."""
 
 
 _NAME_MAPPING = "schema.name-mapping.default"
@@ -122,6 +127,12 @@ def check_columns(data_file: DataFile, converted: Schema, rules: FileRules) -> N
     if data_file.content == DataFileContent.POSITION_DELETES:
         _check_position_columns(converted, found, shown)
         table_fields = {i: f for i, f in found.items() if i not in (_PATH, _POS, _ROW)}
+    elif data_file.content == DataFileContent.DATA and rules.format_version >= 3:
+        lineage = {i: f for i, f in found.items() if i in ROW_LINEAGE_IDS}
+        if any(f.field_type != LongType() for f in lineage.values()):
+            raise UnverifiableCommit(f"data file {shown} has a row lineage column that is not "
+                                     "a long")
+        table_fields = {i: f for i, f in found.items() if i not in lineage}
     for field_id, field in table_fields.items():
         column = columns.get(field_id)
         if column is None or not _reads_as(field.field_type, column.field_type):

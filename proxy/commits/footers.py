@@ -31,7 +31,7 @@ footer run every time.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
@@ -42,7 +42,7 @@ from pyiceberg.io import FileIO
 from pyiceberg.manifest import DataFile, FileFormat
 from pyiceberg.table.metadata import TableMetadata
 
-from proxy.commits.columns import FileRules, check_columns, file_schema
+from proxy.commits.columns import ROW_LINEAGE_IDS, FileRules, check_columns, file_schema
 from proxy.commits.confine import canonical_location, shown_path
 from proxy.commits.diff import SnapshotChange
 from proxy.commits.footstats import (
@@ -55,6 +55,7 @@ from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.limits import CommitLimits
 from proxy.commits.lru import SizedLru
 from proxy.commits.manifests import CommitTooLarge
+from proxy.governance import Action
 
 FOOTER_CACHE_COLUMNS = 500_000
 FOOTER_THREADS = 8
@@ -102,9 +103,11 @@ class _Budget:
 
 
 def check_added_files(files: Sequence[DataFile], rules: FileRules, io: FileIO, *,
-                      table_uuid: str, limits: CommitLimits) -> None:
+                      table_uuid: str, limits: CommitLimits,
+                      inserted: Collection[str] = frozenset()) -> None:
     """Refuse (400) the first of ``files`` (in order) that is not what it claims: missing, of
-    another size, or (Parquet) whose footer disagrees with its entry under ``rules``."""
+    another size, or (Parquet) whose footer disagrees with its entry under ``rules``. Files at
+    the canonical locations ``inserted`` (an INSERT's) may carry no row ids of their own."""
     if not files:
         return
     budget = _Budget(limits.footer_bytes_budget, threading.Lock())
@@ -119,7 +122,10 @@ def check_added_files(files: Sequence[DataFile], rules: FileRules, io: FileIO, *
                              f"than {limits.footer_seconds} s")
     memo: dict[tuple[bytes, Any, tuple[int, ...]], FileColumns] = {}
     for data_file, future in zip(files, futures, strict=True):
-        _check_against(data_file, future.result(), rules, memo)
+        footer = future.result()
+        _check_against(data_file, footer, rules, memo)
+        if canonical_location(data_file.file_path) in inserted:
+            _check_new_rows(data_file, footer)
 
 
 def _pool_size(files: Sequence[DataFile]) -> int:
@@ -150,6 +156,29 @@ def _check_against(data_file: DataFile, footer: Footer, rules: FileRules,
     problem = metrics_disagreement(data_file, columns, footer.stats, rules)
     if problem:
         raise UnverifiableCommit(f"content file {shown}: {problem}")
+
+
+def _check_new_rows(data_file: DataFile, footer: Footer) -> None:
+    """An INSERT's rows take the row ids the table assigns (format 3): a file that carries
+    non-null ``_row_id`` or ``_last_updated_sequence_number`` values would give its rows
+    existing rows' ids (an insert passed off as an update of them)."""
+    if footer.schema is None or footer.stats is None:
+        return
+    names = {f.name for f in footer.schema if _field_id(f) in ROW_LINEAGE_IDS}
+    for name in names:
+        leaf = footer.stats.get(name)
+        if leaf is None or leaf.nulls is None or leaf.nulls < leaf.values:
+            raise UnverifiableCommit(
+                f"data file {shown_path(data_file.file_path)} of an INSERT carries row lineage "
+                f"values ({name!r:.40}): new rows take the ids the table assigns")
+
+
+def _field_id(field: pa.Field) -> int | None:
+    raw = (field.metadata or {}).get(b"PARQUET:field_id")
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
 
 
 def _footer(data_file: DataFile, table_uuid: str, io: FileIO, budget: _Budget,
@@ -238,14 +267,18 @@ def _field(data_file: DataFile, position: int) -> int | None:
     return value if type(value) is int else None
 
 
-def check_commit_files(changes: Iterable[SnapshotChange], base: TableMetadata | None,
-                       updates: Iterable[Any], io: FileIO, limits: CommitLimits) -> None:
-    """``check_added_files`` for every file an ordinary commit's snapshots add (``changes``),
-    under the table's rules once the commit's ``updates`` apply to ``base`` (None: a create)."""
+def check_commit_files(changes: Iterable[tuple[SnapshotChange, Action]],
+                       base: TableMetadata | None, updates: Iterable[Any], io: FileIO,
+                       limits: CommitLimits) -> None:
+    """``check_added_files`` for every file an ordinary commit's snapshots add (``changes``,
+    each with its classification), under the table's rules once the commit's ``updates`` apply
+    to ``base`` (None: a create). Files an INSERT adds must leave row lineage to the table."""
     updates = list(updates)
-    added = [f.data_file for change in changes for f in change.added]
+    added = [f.data_file for change, _ in changes for f in change.added]
     if any(f is None for f in added):
         raise UnverifiableCommit("cannot verify the commit: an added file has no manifest entry")
+    inserted = {f.key[1] for change, action in changes if action == Action.INSERT
+                for f in change.added}
     uuid = str(base.table_uuid) if base is not None else ""
     check_added_files([f for f in added if f is not None], FileRules.after(base, updates), io,
-                      table_uuid=uuid, limits=limits)
+                      table_uuid=uuid, limits=limits, inserted=inserted)

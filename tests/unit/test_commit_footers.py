@@ -29,6 +29,7 @@ from pyiceberg.types import DecimalType, DoubleType, LongType, NestedField
 
 from proxy.commits import CommitIntent, UnverifiableCommit, classify_commit
 from proxy.commits import footers as footers_module
+from proxy.commits.confine import canonical_location
 from proxy.commits.limits import CommitLimits
 from proxy.commits.manifests import CommitTooLarge
 from proxy.errors import IcebergError
@@ -402,3 +403,32 @@ def test_object_store_footers_are_read_in_parallel_and_checked_alike(rt: RowTabl
         with pytest.raises(UnverifiableCommit, match=r"f7.parquet' holds 3 rows, not the"):
             footers_module.check_added_files(files, rules, io, table_uuid="t",
                                              limits=CommitLimits())
+
+
+# format 3: row lineage columns -----------------------------------------------------------------
+
+def test_row_lineage_columns_are_kept_by_updates_but_not_claimed_by_inserts(rt: RowTable) -> None:
+    from dataclasses import replace
+
+    from proxy.commits.columns import FileRules
+
+    def lineage_file(name: str, row_ids: list[int | None]) -> DataFile:
+        rows = ROWS.cast(schema_to_pyarrow(rt.table.schema())).append_column(
+            _field("_row_id", pa.int64(), 2147483540), pa.array(row_ids, pa.int64()))
+        return raw_file(rt, name, rows)
+
+    v2 = FileRules.of(rt.table.metadata)
+    v3 = replace(v2, format_version=3)
+    kept, fresh = lineage_file("kept", [0, 1, 2]), lineage_file("fresh", [None] * 3)
+
+    def check(data: DataFile, rules: FileRules, inserted: bool) -> None:
+        footers_module.check_added_files(
+            [data], rules, rt.table.io, table_uuid="t", limits=CommitLimits(),
+            inserted={canonical_location(data.file_path)} if inserted else frozenset())
+
+    with pytest.raises(UnverifiableCommit, match="not a column of the table"):
+        check(kept, v2, inserted=False)  # format 2 has no row lineage
+    check(kept, v3, inserted=False)  # an UPDATE keeps its rows' ids
+    check(fresh, v3, inserted=True)  # null ids: the table assigns them
+    with pytest.raises(UnverifiableCommit, match="of an INSERT carries row lineage values"):
+        check(kept, v3, inserted=True)
