@@ -5,7 +5,7 @@ forwarded: an ordinary commit (INSERT, DELETE's delete files, UPDATE, REWRITE: t
 ``classify`` finds added) and a data operation's appends (``operations.inputs``). For each file:
 
 * it is there, with the declared ``file_size_in_bytes`` (a missing, unreadable or resized file
-  is refused alike, with a message of icegov's own: no OS error text, no file content);
+  is refused with a message of icegov's own: no OS error text, no file content);
 * Parquet: only the footer is read (its length from the file's last 8 bytes first, charged to
   the commit's ``footer_bytes_budget`` and bounded per file by ``max_footer_bytes``, then
   ``ParquetFile(...).metadata`` through the table's FileIO). Its row count must be the
@@ -16,7 +16,11 @@ forwarded: an ordinary commit (INSERT, DELETE's delete files, UPDATE, REWRITE: t
 * a deletion vector (Puffin): its blob (``content_offset`` / ``content_size_in_bytes``) lies
   inside the file, after the Puffin magic;
 * Avro and ORC: presence and size only, and no metric claims but value counts (``footstats``:
-  what cannot be proven is refused).
+  what cannot be proven is refused);
+* format 3: a data file may keep the row lineage columns (``_row_id``,
+  ``_last_updated_sequence_number``) of the rows it updates, but the files of a snapshot
+  classified INSERT may hold no non-null value in them (new rows take the ids the table
+  assigns; carried ids would pass an insert off as an update of existing rows).
 
 Footers of object-store files are read in parallel (at most ``FOOTER_THREADS`` at once; local
 files by one thread, where more only contend for the GIL), and the whole check must end within
