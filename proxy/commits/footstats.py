@@ -7,7 +7,10 @@ statistics, so the footer can prove them, and a claim it cannot prove is refused
 
 * a metric for a field id that is no primitive column of the file is refused;
 * ``value_counts`` must equal the footer's value count (summed over row groups), and
-  ``null_value_counts`` its null count (refused where a row group does not say);
+  ``null_value_counts`` its null count (refused where a row group does not say). A column
+  inside a struct, list or map is counted by writers only where its parents are present (the
+  footer counts the levels where they are null too): neither count may exceed the footer's,
+  and the non-null values they leave (values - nulls) must be exactly the footer's;
 * ``nan_value_counts`` (Parquet statistics do not count NaN): only a float or double column may
   claim NaN, at most as many as its non-null values. A claim of *no* NaN cannot be disproved
   from a footer: a file that hides NaN values this way escapes ``isNaN`` filters only;
@@ -171,10 +174,12 @@ class FileColumns:
     schema: Schema
     fields: Mapping[int, NestedField]
     paths: Mapping[str, int]
+    top_level: frozenset[int]
 
     @classmethod
     def of(cls, schema: Schema) -> FileColumns:
-        return cls(schema, index_by_id(schema), parquet_path_to_id_mapping(schema))
+        return cls(schema, index_by_id(schema), parquet_path_to_id_mapping(schema),
+                   frozenset(f.field_id for f in schema.fields))
 
 
 def metrics_disagreement(data_file: DataFile, columns: FileColumns | None,
@@ -200,7 +205,8 @@ def metrics_disagreement(data_file: DataFile, columns: FileColumns | None,
                    "column of the file"
         field = file_fields[field_id]
         column = rules.columns.get(field_id, field)
-        problem = _leaf_problem(claims, field_id, leaf, field.field_type, column.field_type)
+        problem = _leaf_problem(claims, field_id, leaf, field.field_type, column.field_type,
+                                field_id not in columns.top_level)
         if problem:
             return f"its metrics for column {column.name!r:.60} (id {field_id}) {problem}"
     return None
@@ -226,8 +232,8 @@ class _Claims:
 
 
 def _leaf_problem(claims: _Claims, field_id: int, leaf: LeafStats, file_type: IcebergType,
-                  table_type: IcebergType) -> str | None:
-    problem = _count_problem(claims, field_id, leaf, file_type)
+                  table_type: IcebergType, nested: bool) -> str | None:
+    problem = _count_problem(claims, field_id, leaf, file_type, nested)
     if problem or (field_id not in claims.lower and field_id not in claims.upper):
         return problem
     if leaf.nulls is not None and leaf.nulls >= leaf.values:
@@ -247,15 +253,18 @@ def _leaf_problem(claims: _Claims, field_id: int, leaf: LeafStats, file_type: Ic
     return None
 
 
-def _count_problem(claims: _Claims, field_id: int, leaf: LeafStats,
-                   file_type: IcebergType) -> str | None:
-    declared = claims.values.get(field_id)
-    if declared is not None and declared != leaf.values:
-        return f"declare {declared} values, the footer {leaf.values}"
-    nulls = claims.nulls.get(field_id)
-    if nulls is not None and nulls != leaf.nulls:
-        return "declare a null count the footer does not record" if leaf.nulls is None else \
-            f"declare {nulls} nulls, the footer {leaf.nulls}"
+def _count_problem(claims: _Claims, field_id: int, leaf: LeafStats, file_type: IcebergType,
+                   nested: bool) -> str | None:
+    declared, nulls = claims.values.get(field_id), claims.nulls.get(field_id)
+    if nulls is not None and leaf.nulls is None:
+        return "declare a null count the footer does not record"
+    problem = _nested_counts(declared, nulls, leaf) if nested else None
+    if not nested and declared is not None and declared != leaf.values:
+        problem = f"declare {declared} values, the footer {leaf.values}"
+    if not nested and nulls is not None and nulls != leaf.nulls:
+        problem = f"declare {nulls} nulls, the footer {leaf.nulls}"
+    if problem:
+        return problem
     nans = claims.nans.get(field_id)
     if nans is None:
         return None
@@ -263,6 +272,21 @@ def _count_problem(claims: _Claims, field_id: int, leaf: LeafStats,
         else 0
     if type(nans) is not int or not 0 <= nans <= at_most:
         return f"declare {nans} NaN values, more than the column can hold"
+    return None
+
+
+def _nested_counts(declared: Any, nulls: Any, leaf: LeafStats) -> str | None:
+    """A column inside a struct, list or map: writers count it only where its parents are
+    present, the footer also where they are null; so neither count may exceed the footer's,
+    and the non-null values (values - nulls) are exactly the footer's."""
+    footer_nulls = leaf.nulls if leaf.nulls is not None else 0
+    present = leaf.values - footer_nulls
+    if declared is not None and not present <= declared <= leaf.values:
+        return f"declare {declared} values, the footer {present} to {leaf.values}"
+    if nulls is not None and not 0 <= nulls <= footer_nulls:
+        return f"declare {nulls} nulls, the footer at most {footer_nulls}"
+    if declared is not None and nulls is not None and declared - nulls != present:
+        return f"declare {declared - nulls} non-null values, the footer {present}"
     return None
 
 

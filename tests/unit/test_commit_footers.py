@@ -432,3 +432,22 @@ def test_row_lineage_columns_are_kept_by_updates_but_not_claimed_by_inserts(rt: 
     check(fresh, v3, inserted=True)  # null ids: the table assigns them
     with pytest.raises(UnverifiableCommit, match="of an INSERT carries row lineage values"):
         check(kept, v3, inserted=True)
+
+
+def test_counts_of_a_nested_column_may_leave_out_null_parents_only(tmp_path: Path) -> None:
+    from pyiceberg.types import StructType
+
+    schema = Schema(NestedField(1, "id", LongType(), required=True),
+                    NestedField(2, "point", StructType(NestedField(3, "x", DoubleType()))))
+    arrow = schema_to_pyarrow(schema)
+    rows = pa.table({"id": [1, 2, 3], "point": [{"x": 1.0}, None, {"x": None}]}, schema=arrow)
+    rt = RowTable.create(tmp_path, schema, [rows])  # the footer: x has 3 values, 2 nulls
+    for honest in ({3: 3}, {3: 2}), ({3: 2}, {3: 1}):  # as the footer counts; as Java does
+        data = rt.write_data("n", rows, value_counts=honest[0], null_value_counts=honest[1])
+        assert insert(rt, data).actions == {Action.INSERT}
+    for lying, why in ((({3: 4}, {3: 2}), "declare 4 values, the footer 1 to 3"),
+                       (({3: 3}, {3: 3}), "declare 3 nulls, the footer at most 2"),
+                       (({3: 2}, {3: 2}), "declare 0 non-null values, the footer 1")):
+        data = rt.write_data("n", rows, value_counts=lying[0], null_value_counts=lying[1])
+        with pytest.raises(UnverifiableCommit, match=why):
+            insert(rt, data)
