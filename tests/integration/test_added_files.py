@@ -28,6 +28,8 @@ from pyiceberg.typedef import Record
 from pyiceberg.types import LongType
 
 from tests.conftest import BACKENDS, RunningProxy, proxy_for
+from tests.support.errors import assert_error_model
+from tests.support.http import as_principal
 from tests.support.settings import ADMIN
 
 WRITER = "writer:writer-secret"  # the demo policy: READ on icegov.demo.*, plus INSERT there
@@ -199,3 +201,30 @@ def test_spark_nested_columns_pass_the_checks(spark: Any, cat: str) -> None:
               "(3, named_struct('x', null, 'y', null), null, null, null, date'1969-12-31', "
               "timestamp'1960-01-01 00:00:00', X'')")
     assert spark.sql(f"SELECT count(*) FROM {table}").first()[0] == 3
+
+
+def test_append_files_whose_bounds_the_footer_contradicts_is_refused(
+        governed: RunningProxy, admin: RestCatalog) -> None:
+    """The data operation path: the same checker, the same ErrorModel 400, nothing landed."""
+    name = new_table(admin)
+    table = admin.load_table(name)
+    data = write(table, pa.table({"id": [50, 60], "name": ["x", "y"]}).cast(_field_ids(table)),
+                 "op")
+    before = state(admin.load_table(name))
+    wire = {"content": "data", "file-path": data.file_path, "file-format": "parquet",
+            "spec-id": 0, "partition": [], "record-count": 2,
+            "file-size-in-bytes": data.file_size_in_bytes,
+            "upper-bounds": {"keys": [1], "values": [to_bytes(LongType(), 51).hex()]}}
+    namespace, short = name.split(".")
+    with as_principal(governed.url, WRITER) as writer_http:
+        answer = writer_http.post(f"/v1/namespaces/{namespace}/tables/{short}", json={
+            "requirements": [], "updates": [{"action": "append-files", "data-files": [wire]}]})
+    error = assert_error_model(answer, 400, "BadRequestException")
+    assert "upper bound below the greatest value" in error["message"]
+    assert state(admin.load_table(name)) == before
+    honest = {**wire, "upper-bounds": {"keys": [1], "values": [to_bytes(LongType(), 60).hex()]}}
+    with as_principal(governed.url, WRITER) as writer_http:
+        landed = writer_http.post(f"/v1/namespaces/{namespace}/tables/{short}", json={
+            "requirements": [], "updates": [{"action": "append-files", "data-files": [honest]}]})
+    assert landed.status_code == 200, landed.text
+    assert [r["id"] for r in state(admin.load_table(name))[0]] == [1, 2, 3, 50, 60]
