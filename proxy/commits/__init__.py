@@ -10,12 +10,15 @@ Public API::
 
 ``intent.actions`` is every right the commit needs; ``intent.evidence`` (``to_dict()``) is what
 the audit record shows. A commit that cannot be verified raises ``UnverifiableCommit`` (400),
-one that references a file outside the table's locations too (before reading it), one whose
-verification would exceed ``CommitLimits`` ``CommitTooLarge`` (400: manifests per list, list
-records and entries read per commit), one that adds more than ``max_snapshots`` snapshots or
-carries more than ``max_updates`` updates ``PayloadTooLarge`` (413, before any read). A data
-snapshot must be built on its ref's predecessor (the asserted or current snapshot; a ref that is
-new or removed earlier in the commit has none): one naming another parent, or none, is refused.
+one that references a file outside the table's locations too (before reading it; local locations
+with symbolic links resolved), one that adds a file that is not what its manifest entry claims
+(``footers``: missing, another size, a Parquet footer whose rows, columns or statistics disagree
+with the entry or the table's schemas), one whose verification would exceed ``CommitLimits``
+``CommitTooLarge`` (400: manifests per list, list records and entries read per commit, footer
+bytes and time), one that adds more than ``max_snapshots`` snapshots or carries more than
+``max_updates`` updates ``PayloadTooLarge`` (413, before any read). A data snapshot must be
+built on its ref's predecessor (the asserted or current snapshot; a ref that is new or removed
+earlier in the commit has none): one naming another parent, or none, is refused.
 
 Modules: ``classify`` (orchestration, ref analysis), ``updates`` (one classifier per update
 action, the dispatch table and the start-up check), ``snapshots`` (claimed snapshots, which state
@@ -26,7 +29,9 @@ locations), ``shape`` (the cheap checks), ``listing`` (fresh manifests' list rec
 entries), ``lineage`` (format-3 row ids: ``first-row-id``, ``added-rows``, manifests'
 ``first_row_id``), ``rows`` / ``rowfiles`` / ``rowkeys`` / ``rowscope`` / ``rowstats``
 (row-level checks: which deletes readers apply, metrics and partitions against content),
-``timeline`` (snapshot timestamps in order), ``intent`` (result types).
+``timeline`` (snapshot timestamps in order), ``footers`` / ``footstats`` / ``columns`` (added
+files against their entries and the table's schemas, shared with the data operations),
+``intent`` (result types).
 
 History: a snapshot that alters a manifest or entry it carries over from its predecessor (a kept
 manifest's sequence number or counts, a re-listed file's bounds), re-lists an EXISTING or DELETED

@@ -13,6 +13,8 @@
    predecessor's (``diff``) and classified from that (``rules``); where the summary or the
    manifests' bookkeeping disagree with what the files show, the evidence says so. In a table of
    format 3 or later, the row ids it assigns must be the table's next ones (``lineage``).
+4. Every file the snapshots add must be what its manifest entry claims (``footers``: present,
+   of its size, a Parquet footer that agrees with the entry and the table's schemas).
 
 A commit that cannot be verified raises ``UnverifiableCommit`` (400).
 """
@@ -30,6 +32,7 @@ from pyiceberg.types import StructType
 
 from proxy.commits.confine import shown_path, table_locations
 from proxy.commits.diff import SnapshotChange, diff_snapshot
+from proxy.commits.footers import check_commit_files
 from proxy.commits.held import (
     check_fresh_manifest_lists,
     check_statistics_files,
@@ -93,6 +96,7 @@ def classify_commit(body: Mapping[str, Any], base: TableMetadata | None, io: Fil
     row_ids = expected_first_row_ids(scan.base, _list(body, "updates"), scan.added)
     changes = [_history_checked(_verify(scan, plan, step_key, reader, rows, row_ids))
                for step_key in plan.steps]
+    check_commit_files(changes, scan.base, _list(body, "updates"), io, limits)
     checked = _without_borrowed_files(scan, reader, _without_revivals(scan, reader, changes))
     return _intent(scan, plan, checked, rows)
 

@@ -21,16 +21,24 @@ segment (also percent-encoded), a NUL, or a relative path is refused outright. C
 segment boundaries (``/t`` does not admit ``/t2/...``), checked both on the location as written
 and percent-decoded, so a FileIO that decodes cannot be led elsewhere.
 
+Local files (``file`` scheme, no authority, or a bare path) are also identified by what they
+are: the location (as written and decoded) with every symbolic link resolved (``realpath``) must
+lie under a root resolved the same way, so a link under the table's location that points at
+another table's file (or anywhere else) is refused like the file's own location would be.
+Object stores have no links: their locations are compared as written.
+
 A refused location is never opened, so the refusal says the same whether the file exists or not.
-A root that is a whole local file system (``/``) admits nothing; a whole bucket (``s3://b``) is a
-root like any other.
+A root that is a whole local file system (``/``, also once resolved) admits nothing; a whole
+bucket (``s3://b``) is a root like any other.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 from urllib.parse import unquote
 
@@ -107,13 +115,25 @@ class TableLocations:
     roots: tuple[tuple[Location, Location], ...]
 
     def admits(self, path: str) -> bool:
-        """True if ``path`` lies under one of the roots (as written and decoded)."""
+        """True if ``path`` lies under one of the roots (as written and decoded) and, for a
+        local file, also once symbolic links are resolved."""
         parsed = parse_location(path)
         if parsed is None:
             return False
         raw, decoded = parsed
-        return any(root_raw.contains(raw) and root_decoded.contains(decoded)
-                   for root_raw, root_decoded in self.roots)
+        if not any(root_raw.contains(raw) and root_decoded.contains(decoded)
+                   for root_raw, root_decoded in self.roots):
+            return False
+        local = [p for p in (raw, decoded) if _is_local(p)]
+        return all(any(root.contains(real_location(p)) for root in self._real_roots)
+                   for p in local)
+
+    @cached_property
+    def _real_roots(self) -> tuple[Location, ...]:
+        """The local roots with symbolic links resolved (one resolving to ``/`` admits
+        nothing)."""
+        real = (real_location(r) for pair in self.roots for r in pair if _is_local(r))
+        return tuple(r for r in real if r.segments)
 
     def require(self, path: str, what: str) -> None:
         """Refuse (400, without reading it) a ``what`` at ``path`` outside the table."""
@@ -121,6 +141,17 @@ class TableLocations:
             raise UnverifiableCommit(
                 f"cannot verify the commit: {what} {shown_path(path)} is not under the table's "
                 "locations (location, write.data.path, write.metadata.path)")
+
+
+def _is_local(location: Location) -> bool:
+    return location.scheme == "file" and not location.authority
+
+
+def real_location(location: Location) -> Location:
+    """A local location with every symbolic link resolved (``os.path.realpath``; missing
+    parts are kept as written)."""
+    real = os.path.realpath("/" + "/".join(location.segments))
+    return Location("file", "", tuple(s for s in real.split("/") if s))
 
 
 def locations_from(texts: Iterable[Any]) -> TableLocations:

@@ -38,3 +38,15 @@ class CommitLimits(BaseModel):
                     "(the larger of a file's size, its declared uncompressed size and 8 bytes per "
                     "value); beyond it the stricter classification applies and the audit says "
                     "why.")
+    max_footer_bytes: int = Field(
+        default=16 * 1024 * 1024, ge=1,
+        description="Size of one added Parquet file's footer, read to check the file is what "
+                    "its manifest entry claims (400 beyond).")
+    footer_bytes_budget: int = Field(
+        default=256 * 1024 * 1024, ge=0,
+        description="Footer bytes read to check one commit's added files, over all of them "
+                    "(400 beyond).")
+    footer_seconds: float = Field(
+        default=60.0, gt=0,
+        description="Time checking one commit's added files may take, their footers read in "
+                    "parallel (400 beyond).")

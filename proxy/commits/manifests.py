@@ -92,6 +92,7 @@ class ContentFile:
     sequence_number: int | None = None
     referenced_data_file: str | None = None
     first_row_id: int | None = None  # format 3: its own (null: inherited, as writers leave it)
+    data_file: DataFile | None = field(default=None, compare=False, repr=False)  # as listed
 
     @cached_property
     def key(self) -> FileKey:
@@ -323,6 +324,7 @@ def _entry(manifest: ManifestFile, raw: ManifestEntry) -> Entry:
         sequence_number=sequence,
         referenced_data_file=_referenced_data_file(data_file),
         first_row_id=data_file[_FIRST_ROW_ID],
+        data_file=data_file,
     )
     snapshot_id = raw.snapshot_id if raw.snapshot_id is not None else manifest.added_snapshot_id
     return Entry(ManifestEntryStatus(raw.status), snapshot_id, file, file_sequence,

@@ -14,15 +14,19 @@ Two recorders, one record shape (``Captured``):
 
 from __future__ import annotations
 
+import atexit
 import json
 import re
+import shutil
+import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.manifest import (
@@ -158,18 +162,41 @@ async def _read_body(receive: Any) -> bytes:
 _ADDED = ManifestEntryStatus.ADDED
 
 
+CRAFTED_DATA_DIR = Path(tempfile.mkdtemp(prefix="icegov-crafted-"))
+"""Where ``new_data`` writes its files (one folder per test process, removed at exit)."""
+atexit.register(shutil.rmtree, CRAFTED_DATA_DIR, True)
+_ID_FIELD = {b"PARQUET:field_id": b"1"}
+_DELETE_SCHEMA = pa.schema([
+    pa.field("file_path", pa.string(), False,
+             {b"PARQUET:field_id": str(_FILE_PATH_FIELD).encode()}),
+    pa.field("pos", pa.int64(), False, {b"PARQUET:field_id": b"2147483545"})])
+
+
 def content_file(path: str, records: int, content: DataFileContent = DataFileContent.DATA,
                  target: str | None = None) -> DataFile:
-    """A data or delete file; ``target`` makes a delete file file-scoped (path bounds)."""
+    """A data or delete file of ``records`` rows, written at ``path`` (a local location) as
+    its entry describes it (classification reads its footer): data files hold ``id`` (field id
+    1); ``target`` makes a delete file file-scoped (its rows and path bounds name it)."""
     bounds = {_FILE_PATH_FIELD: target.encode()} if target else None
+    local = Path(unquote(urlparse(path).path))
+    local.parent.mkdir(parents=True, exist_ok=True)
+    if content == DataFileContent.DATA:
+        rows = pa.table([pa.array(range(records), pa.int64())],
+                        schema=pa.schema([pa.field("id", pa.int64(), True, _ID_FIELD)]))
+    else:
+        rows = pa.table([[target or "file:///elsewhere/data.parquet"] * records,
+                         pa.array(range(records), pa.int64())], schema=_DELETE_SCHEMA)
+    pq.write_table(rows, local)
     return DataFile.from_args(content=content, file_path=path, file_format=FileFormat.PARQUET,
-                              partition=Record(), record_count=records, file_size_in_bytes=10,
+                              partition=Record(), record_count=records,
+                              file_size_in_bytes=local.stat().st_size,
                               lower_bounds=bounds, upper_bounds=bounds)
 
 
 def new_data(name: str, records: int) -> DataFile:
-    """A data file that exists only in manifests (never read by classification)."""
-    return content_file(f"file:///nowhere/{name}.parquet", records)
+    """A data file of ``records`` rows in ``CRAFTED_DATA_DIR``, written for the commit that
+    adds it."""
+    return content_file(f"{CRAFTED_DATA_DIR.as_uri()}/{name}.parquet", records)
 
 
 @dataclass

@@ -53,7 +53,7 @@ from proxy.commits.snapshots import added_snapshots
 from proxy.commits.timeline import check_snapshot_order
 from proxy.errors import CommitFailed
 from proxy.governance import Action
-from tests.support.commit_capture import Crafter
+from tests.support.commit_capture import Crafter, new_data
 from tests.support.row_files import RowTable, V3DataManifestWriter
 from tests.support.settings import settings_for_tests
 from tests.unit import test_commit_lineage as lineage
@@ -394,10 +394,11 @@ def test_an_added_data_file_naming_existing_row_ids_rewrites_history(tmp_path: P
     crafter = lineage.confined_crafter(tmp_path)
     base = lineage.v3_base(crafter, next_row_id=10)
     sid = next(_ids)
+    written = new_data(f"forged-{sid}", 1)  # a real one-row file, as its entry says
     forged = DataFile.from_args(
         _table_format_version=3, content=DataFileContent.DATA, file_format=FileFormat.PARQUET,
-        file_path=f"{crafter.table.location()}/data/forged-{sid}.parquet", partition=Record(),
-        record_count=1, file_size_in_bytes=10, first_row_id=0)
+        file_path=written.file_path, partition=Record(), record_count=1,
+        file_size_in_bytes=written.file_size_in_bytes, first_row_id=0)
     out = crafter.table.io.new_output(str(crafter.folder / f"m-{sid}.avro"))
     with V3DataManifestWriter(UNPARTITIONED_PARTITION_SPEC, crafter.table.schema(), out, sid,
                                "null") as writer:

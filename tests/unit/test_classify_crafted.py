@@ -2,8 +2,9 @@
 
 The base is a real pyiceberg table (two appends: ``f1`` with 2 rows, ``f2`` with 1 row, each in
 its own manifest); new snapshots are written by ``tests.support.commit_capture.Crafter`` into the
-table's metadata folder. Crafted data files (``new_data``) exist only in manifests, under
-``file:///nowhere``, which the table admits as its ``write.data.path`` (``confined_crafter``).
+table's metadata folder. Crafted data files (``new_data``) are written, as their entries describe
+them, under ``CRAFTED_DATA_DIR``, which the table admits as its ``write.data.path``
+(``confined_crafter``).
 """
 
 from __future__ import annotations
@@ -24,14 +25,14 @@ from pyiceberg.manifest import (
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 
 from proxy.governance import Action
-from tests.support.commit_capture import Crafter, new_data
+from tests.support.commit_capture import CRAFTED_DATA_DIR, Crafter, new_data
 
 ADDED, EXISTING, DELETED = ManifestEntryStatus.ADDED, ManifestEntryStatus.EXISTING, \
     ManifestEntryStatus.DELETED
 _ids = itertools.count(1000)
 
 
-CRAFTED_DATA_ROOT = "file:///nowhere"  # where ``new_data`` files are (never read)
+CRAFTED_DATA_ROOT = CRAFTED_DATA_DIR.as_uri()  # where ``new_data`` files are
 
 
 def confined_crafter(folder: Path) -> Crafter:
@@ -141,7 +142,7 @@ def test_existing_entry_without_an_original_invents_history(crafter: Crafter) ->
     assert intent.actions == {Action.UPDATE}
     assert intent.evidence.counts.added_records == 5
     mismatch = intent.evidence.mismatch or ""
-    assert "EXISTING entry for file:///nowhere/x.parquet, which no replaced manifest held" \
+    assert f"EXISTING entry for {CRAFTED_DATA_ROOT}/x.parquet, which no replaced manifest held" \
         in mismatch
 
 

@@ -206,7 +206,9 @@ def test_create_without_a_location_may_reference_no_file(crafter: Crafter) -> No
         {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 1}]}
     with pytest.raises(UnverifiableCommit, match=OUTSIDE):
         classify_commit(body, None, crafter.table.io)
-    body["updates"].insert(0, {"action": "set-location", "location": crafter.table.location()})
+    body["updates"][:0] = [
+        {"action": "set-location", "location": crafter.table.location()},
+        {"action": "add-schema", "schema": json.loads(crafter.table.schema().model_dump_json())}]
     # read, no longer refused (its borrowed list's records name other snapshots and sequence
     # numbers, so it is an UPDATE: ``listing``)
     assert Action.CREATE_TABLE in classify_commit(body, None, crafter.table.io).actions

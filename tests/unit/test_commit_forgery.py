@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import EqualTo
+from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.manifest import (
     DataFile,
     DataFileContent,
@@ -241,7 +242,8 @@ def _regions_crafter(catalog: SqlCatalog) -> Crafter:
 def _partitioned(crafter: Crafter, sid: int, region: str | None) -> ManifestFile:
     table = crafter.table
     path = f"{table.location()}/data/p-{uuid.uuid4().hex[:8]}.parquet"
-    rows = pa.table({"id": [7], "region": [region]}, schema=REGION_ARROW)
+    rows = pa.table({"id": [7], "region": [region]}, schema=REGION_ARROW).cast(
+        schema_to_pyarrow(table.schema()))  # with the table's field ids, as writers write
     with table.io.new_output(path).create() as out:
         pq.write_table(rows, out)
     data = DataFile.from_args(content=DataFileContent.DATA, file_path=path,

@@ -19,15 +19,16 @@ from pyiceberg.exceptions import BadRequestError, CommitStateUnknownException
 from pyiceberg.manifest import ManifestFile
 
 from proxy.client import IcegovClient, _Change
+from proxy.commits import footers
 from proxy.commits.lru import SizedLru
-from proxy.commits.operations import build_commit, head, inputs
+from proxy.commits.operations import build_commit, head
 from proxy.errors import IcebergError
 from tests.unit.test_operations import Tbl, position_deletes
 
 
 @pytest.fixture()
 def tbl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Tbl:
-    monkeypatch.setattr(inputs, "FOOTERS", SizedLru(inputs.FOOTER_CACHE_FILES))
+    monkeypatch.setattr(footers, "FOOTERS", footers.new_footer_cache())
     t = Tbl(tmp_path)
     t.append([1, 2])
     return t
@@ -129,7 +130,7 @@ def test_rebuilds_do_not_read_footers_again(tbl: Tbl, monkeypatch: pytest.Monkey
         opened.append(source)
         return original(source, *args, **kwargs)
 
-    monkeypatch.setattr("proxy.commits.operations.inputs.pq.ParquetFile", counting)
+    monkeypatch.setattr("proxy.commits.footers.pq.ParquetFile", counting)
     files = tbl.wire(tbl.write([3]) + tbl.write([4]))
     update = {"action": "append-files", "data-files": files}
     start = tbl.table.metadata.current_snapshot_id

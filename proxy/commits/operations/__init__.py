@@ -26,7 +26,7 @@ the id the built snapshot gets (a positive long not in the table; left out, iceg
 so a client that lost an answer can tell whether its operation landed and resend it safely.
 ``isolation-level`` is ``serializable`` (default) or ``snapshot``. Conflict rules:
 ``conflicts``; the row-filter of ``delete-files`` (like Iceberg's ``DeleteFiles``) applies to
-the head it is built on. Added files must be the table's data (``inputs``, ``columns``) and new
+the head it is built on. Added files must be the table's data (``inputs``, ``footers``) and new
 to the table (``readded``).
 
 Public API::

@@ -84,7 +84,7 @@ def build_commit(body: Mapping[str, Any], metadata: TableMetadata, io: FileIO, *
     head = branch_head(metadata, operation.branch)
     window = snapshots_since(metadata, start_snapshot_id, head)
     added = (*operation.added_data, *operation.added_deletes)
-    check_added_files(added, metadata, io)
+    check_added_files(added, metadata, io, limits)
     reader = HeadReader(metadata, io, limits)
     changes = WindowChanges.read(window, reader) if operation.action != APPEND \
         else WindowChanges()

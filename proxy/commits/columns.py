@@ -6,12 +6,16 @@ the file has none, as readers resolve it):
   its schemas that has it) and its type reads as that column's type (equal, or an Iceberg type
   promotion); an equality delete file also holds every column of its ``equality-ids``;
 * position delete files: ``file_path`` (2147483546, string) and ``pos`` (2147483545, long), and
-  at most the optional ``row`` struct (2147483544) of table columns besides.
+  at most the optional ``row`` struct (2147483544) of table columns besides;
+* a format 3 table's data files may also hold the row lineage columns ``_row_id`` and
+  ``_last_updated_sequence_number`` (long), which writers keep for updated rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from pyiceberg.exceptions import ResolveError
@@ -19,6 +23,7 @@ from pyiceberg.io.pyarrow import pyarrow_to_schema
 from pyiceberg.manifest import DataFile, DataFileContent
 from pyiceberg.schema import Schema, index_by_id, promote
 from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.name_mapping import NameMapping, parse_mapping_from_json
 from pyiceberg.types import (
     DecimalType,
     IcebergType,
@@ -33,27 +38,101 @@ from proxy.commits.confine import shown_path
 from proxy.commits.intent import UnverifiableCommit
 
 _PATH, _POS, _ROW = 2147483546, 2147483545, 2147483544
+ROW_LINEAGE_IDS = frozenset({2147483540, 2147483539})
+"""``_row_id`` and ``_last_updated_sequence_number``: format 3 writers keep them in the data files
+of updated rows (both long)."""
+
+
+_NAME_MAPPING = "schema.name-mapping.default"
+
+
+@dataclass(frozen=True)
+class FileRules:
+    """What a table lets its files hold: every column id of its schemas (as the newest schema
+    that has it defines it), the name mapping that resolves files without field ids, and the
+    format version (which types exist)."""
+
+    columns: Mapping[int, NestedField]
+    name_mapping: NameMapping | None
+    format_version: int
+
+    @classmethod
+    def of(cls, metadata: TableMetadata) -> FileRules:
+        """The rules of a table as ``metadata`` describes it."""
+        return cls(table_columns(metadata), metadata.name_mapping(), metadata.format_version)
+
+    @classmethod
+    def after(cls, base: TableMetadata | None, updates: Iterable[Any]) -> FileRules:
+        """The rules once ``updates`` (a commit's, already shape-checked) apply to ``base``
+        (None: a create): their ``add-schema`` columns, ``set-properties`` name mapping and
+        ``upgrade-format-version`` count (a file may hold a column added by the same commit)."""
+        schemas = list(base.schemas) if base is not None else []
+        properties = dict(base.properties) if base is not None else {}
+        version = base.format_version if base is not None else 1
+        for update in updates:
+            action = update.get("action") if isinstance(update, dict) else None
+            if action == "add-schema":
+                schemas.append(_schema(update.get("schema")))
+            elif action == "set-properties" and isinstance(update.get("updates"), dict):
+                properties.update(update["updates"])
+            elif action == "upgrade-format-version" and type(update.get("format-version")) \
+                    is int:
+                version = max(version, update["format-version"])
+        return cls(_columns(schemas), _mapping(properties.get(_NAME_MAPPING)), version)
+
+
+def _schema(raw: Any) -> Schema:
+    try:
+        return Schema.model_validate(raw)
+    except Exception as exc:  # pydantic's message would echo the input
+        raise UnverifiableCommit("cannot verify the commit: an add-schema update has a "
+                                 "malformed schema") from exc
+
+
+def _mapping(raw: Any) -> NameMapping | None:
+    if raw is None:
+        return None
+    try:
+        return parse_mapping_from_json(str(raw))
+    except Exception as exc:
+        raise UnverifiableCommit("cannot verify the commit: the table's name mapping "
+                                 "(schema.name-mapping.default) is malformed") from exc
 
 
 def table_columns(metadata: TableMetadata) -> dict[int, NestedField]:
     """Every column id of the table's schemas, as the newest schema that has it defines it."""
+    return _columns(metadata.schemas)
+
+
+def _columns(schemas: Iterable[Schema]) -> dict[int, NestedField]:
     columns: dict[int, NestedField] = {}
-    for schema in sorted(metadata.schemas, key=lambda s: s.schema_id):
+    for schema in sorted(schemas, key=lambda s: s.schema_id):
         columns.update(index_by_id(schema))
     return columns
 
 
-def check_columns(data_file: DataFile, file_schema: pa.Schema, metadata: TableMetadata,
-                  columns: Mapping[int, NestedField]) -> None:
-    """Refuse (400) ``data_file`` if its Parquet schema ``file_schema`` does not fit what it
-    claims to be (``columns``: ``table_columns(metadata)``)."""
+def file_schema(data_file: DataFile, arrow: pa.Schema, rules: FileRules) -> Schema:
+    """The Iceberg schema of a Parquet file (its field ids, else the table's name mapping);
+    400 if it has neither or holds types Iceberg cannot read."""
+    return _file_schema(arrow, rules, shown_path(data_file.file_path))
+
+
+def check_columns(data_file: DataFile, converted: Schema, rules: FileRules) -> None:
+    """Refuse (400) ``data_file`` if its schema ``converted`` (``file_schema``) does not fit
+    what it claims to be under ``rules``."""
     shown = shown_path(data_file.file_path)
-    converted = _file_schema(file_schema, metadata, shown)
+    columns = rules.columns
     found = index_by_id(converted)
     table_fields = found
     if data_file.content == DataFileContent.POSITION_DELETES:
         _check_position_columns(converted, found, shown)
         table_fields = {i: f for i, f in found.items() if i not in (_PATH, _POS, _ROW)}
+    elif data_file.content == DataFileContent.DATA and rules.format_version >= 3:
+        lineage = {i: f for i, f in found.items() if i in ROW_LINEAGE_IDS}
+        if any(f.field_type != LongType() for f in lineage.values()):
+            raise UnverifiableCommit(f"data file {shown} has a row lineage column that is not "
+                                     "a long")
+        table_fields = {i: f for i, f in found.items() if i not in lineage}
     for field_id, field in table_fields.items():
         column = columns.get(field_id)
         if column is None or not _reads_as(field.field_type, column.field_type):
@@ -69,11 +148,11 @@ def check_columns(data_file: DataFile, file_schema: pa.Schema, metadata: TableMe
                                      f"column(s) {missing[:10]}")
 
 
-def _file_schema(file_schema: pa.Schema, metadata: TableMetadata, shown: str) -> Schema:
+def _file_schema(arrow: pa.Schema, rules: FileRules, shown: str) -> Schema:
     try:
-        return pyarrow_to_schema(file_schema, name_mapping=metadata.name_mapping(),
+        return pyarrow_to_schema(arrow, name_mapping=rules.name_mapping,
                                  downcast_ns_timestamp_to_us=True,
-                                 format_version=metadata.format_version)
+                                 format_version=rules.format_version)  # type: ignore[arg-type]
     except Exception as exc:  # no field ids, unmapped names, types Iceberg cannot read
         raise UnverifiableCommit(
             f"content file {shown} has no Iceberg field ids (and the table's name mapping "

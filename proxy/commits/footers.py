@@ -1,0 +1,288 @@
+"""Added files are what their manifest entries claim: ``check_added_files``.
+
+Every path that adds data or delete files goes through this one checker before anything is
+forwarded: an ordinary commit (INSERT, DELETE's delete files, UPDATE, REWRITE: the files
+``classify`` finds added) and a data operation's appends (``operations.inputs``). For each file:
+
+* it is there, with the declared ``file_size_in_bytes`` (a missing, unreadable or resized file
+  is refused with a message of icegov's own: no OS error text, no file content);
+* Parquet: only the footer is read (its length from the file's last 8 bytes first, charged to
+  the commit's ``footer_bytes_budget`` and bounded per file by ``max_footer_bytes``, then
+  ``ParquetFile(...).metadata`` through the table's FileIO). Its row count must be the
+  declared ``record_count``; its columns must fit what the file claims to be, under the table's
+  schemas (``columns``: field ids the table has, types equal or promoted, position
+  deletes' reserved columns, equality deletes' ``equality_ids``); the column metrics the entry
+  declares must be proven by the footer's statistics (``footstats``);
+* a deletion vector (Puffin): its blob (``content_offset`` / ``content_size_in_bytes``) lies
+  inside the file, after the Puffin magic;
+* Avro and ORC: presence and size only, and no metric claims but value counts (``footstats``:
+  what cannot be proven is refused);
+* format 3: a data file may keep the row lineage columns (``_row_id``,
+  ``_last_updated_sequence_number``) of the rows it updates, but the files of a snapshot
+  classified INSERT may hold no non-null value in them (new rows take the ids the table
+  assigns; carried ids would pass an insert off as an update of existing rows).
+
+Footers of object-store files are read in parallel (at most ``FOOTER_THREADS`` at once; local
+files by one thread, where more only contend for the GIL), and the whole check must end within
+the commit's ``footer_seconds``; beyond a budget the commit is refused (400, nothing
+landed). Which file is reported, when several fail, follows the order the files were given.
+
+What a footer says is remembered (an LRU keyed by table, canonical location and size), so a
+retried or rebuilt commit does not open its files again; the checks of the entry against the
+footer run every time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.io import FileIO
+from pyiceberg.manifest import DataFile, FileFormat
+from pyiceberg.table.metadata import TableMetadata
+
+from proxy.commits.columns import ROW_LINEAGE_IDS, FileRules, check_columns, file_schema
+from proxy.commits.confine import canonical_location, shown_path
+from proxy.commits.diff import SnapshotChange
+from proxy.commits.footstats import (
+    FileColumns,
+    FooterStats,
+    footer_stats,
+    metrics_disagreement,
+)
+from proxy.commits.intent import UnverifiableCommit
+from proxy.commits.limits import CommitLimits
+from proxy.commits.lru import SizedLru
+from proxy.commits.manifests import CommitTooLarge
+from proxy.governance import Action
+
+FOOTER_CACHE_COLUMNS = 500_000
+FOOTER_THREADS = 8
+_PARQUET_MAGIC = b"PAR1"
+_PUFFIN_MAGIC = b"PFA1"
+_TAIL = 8  # footer length (4 bytes, little-endian) and magic
+_MIN_PARQUET = 12  # leading magic, an empty footer, its length and the trailing magic
+_SPECULATIVE_READ = 64 * 1024  # what pyarrow reads from a file's end to find its footer
+_CONTENT_OFFSET, _CONTENT_SIZE = 18, 19  # positions in the v3 ``data_file`` struct
+
+
+@dataclass(frozen=True)
+class Footer:
+    """What an added file was found to be: present with its size; for Parquet, its row count,
+    schema and column statistics (None for other formats)."""
+
+    rows: int | None = None
+    schema: pa.Schema | None = None
+    stats: FooterStats | None = None
+
+
+def new_footer_cache() -> SizedLru[tuple[str, str, int], Footer]:
+    """An empty footer cache: at most ``FOOTER_CACHE_COLUMNS`` leaf columns' statistics in all
+    (a file weighs one plus its leaf columns)."""
+    return SizedLru(FOOTER_CACHE_COLUMNS, lambda footer: 1 + len(footer.stats or {}))
+
+
+FOOTERS = new_footer_cache()
+"""Footers of files found present, by (table uuid, canonical location, size)."""
+
+
+@dataclass
+class _Budget:
+    """Footer bytes one commit may still read, shared by the reading threads."""
+
+    remaining: int
+    lock: threading.Lock
+
+    def charge(self, size: int) -> None:
+        with self.lock:
+            if size > self.remaining:
+                raise CommitTooLarge("verifying the commit would read more footer bytes than "
+                                     "its footer_bytes_budget")
+            self.remaining -= size
+
+
+def check_added_files(files: Sequence[DataFile], rules: FileRules, io: FileIO, *,
+                      table_uuid: str, limits: CommitLimits,
+                      inserted: Collection[str] = frozenset()) -> None:
+    """Refuse (400) the first of ``files`` (in order) that is not what it claims: missing, of
+    another size, or (Parquet) whose footer disagrees with its entry under ``rules``. Files at
+    the canonical locations ``inserted`` (an INSERT's) may carry no row ids of their own."""
+    if not files:
+        return
+    budget = _Budget(limits.footer_bytes_budget, threading.Lock())
+    pool = ThreadPoolExecutor(_pool_size(files), thread_name_prefix="icegov-footers")
+    try:
+        futures = [pool.submit(_footer, f, table_uuid, io, budget, limits) for f in files]
+        _, pending = wait(futures, timeout=limits.footer_seconds)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)  # a read under way ends on its own
+    if pending:
+        raise CommitTooLarge(f"verifying the commit's {len(files)} added files took longer "
+                             f"than {limits.footer_seconds} s")
+    memo: dict[tuple[bytes, Any, tuple[int, ...]], FileColumns] = {}
+    for data_file, future in zip(files, futures, strict=True):
+        footer = future.result()
+        _check_against(data_file, footer, rules, memo)
+        if canonical_location(data_file.file_path) in inserted:
+            _check_new_rows(data_file, footer)
+
+
+def _pool_size(files: Sequence[DataFile]) -> int:
+    """Threads reading footers: one for local files (reading them is CPU work under the GIL,
+    which more threads only contend for: measured 26 ms for 200 files with one, 51 ms with
+    eight), up to ``FOOTER_THREADS`` for object stores (each read waits on the network)."""
+    local = all(canonical_location(f.file_path).startswith("file:///") for f in files)
+    return 1 if local else min(FOOTER_THREADS, len(files))
+
+
+def _check_against(data_file: DataFile, footer: Footer, rules: FileRules,
+                   memo: dict[tuple[bytes, Any, tuple[int, ...]], FileColumns]) -> None:
+    """The entry against what the file was found to be (run on every check, never cached
+    across commits; within one, files of one schema and content share their column check)."""
+    shown = shown_path(data_file.file_path)
+    if footer.rows is not None and footer.rows != data_file.record_count:
+        raise UnverifiableCommit(f"content file {shown} holds {footer.rows} rows, not the "
+                                 f"declared {data_file.record_count}")
+    columns = None
+    if footer.schema is not None:
+        key = (footer.schema.serialize().to_pybytes(), data_file.content,
+               tuple(data_file.equality_ids or ()))
+        columns = memo.get(key)
+        if columns is None:
+            converted = file_schema(data_file, footer.schema, rules)
+            check_columns(data_file, converted, rules)
+            columns = memo[key] = FileColumns.of(converted)
+    problem = metrics_disagreement(data_file, columns, footer.stats, rules)
+    if problem:
+        raise UnverifiableCommit(f"content file {shown}: {problem}")
+
+
+def _check_new_rows(data_file: DataFile, footer: Footer) -> None:
+    """An INSERT's rows take the row ids the table assigns (format 3): a file that carries
+    non-null ``_row_id`` or ``_last_updated_sequence_number`` values would give its rows
+    existing rows' ids (an insert passed off as an update of them)."""
+    if footer.schema is None or footer.stats is None:
+        return
+    names = {f.name for f in footer.schema if _field_id(f) in ROW_LINEAGE_IDS}
+    for name in names:
+        leaf = footer.stats.get(name)
+        if leaf is None or leaf.nulls is None or leaf.nulls < leaf.values:
+            raise UnverifiableCommit(
+                f"data file {shown_path(data_file.file_path)} of an INSERT carries row lineage "
+                f"values ({name!r:.40}): new rows take the ids the table assigns")
+
+
+def _field_id(field: pa.Field) -> int | None:
+    raw = (field.metadata or {}).get(b"PARQUET:field_id")
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def _footer(data_file: DataFile, table_uuid: str, io: FileIO, budget: _Budget,
+            limits: CommitLimits) -> Footer:
+    """The file's footer, from the cache or read (after checking it is there, of its size)."""
+    key = (table_uuid, canonical_location(data_file.file_path), data_file.file_size_in_bytes)
+    parquet = data_file.file_format == FileFormat.PARQUET
+    found = FOOTERS.get(key)
+    if found is not None and parquet == (found.rows is not None):
+        return found
+    path = data_file.file_path
+    try:
+        with io.new_input(path).open() as stream:
+            size = stream.seek(0, 2)
+            _check_size(data_file, size)
+            found = _parquet(stream, size, budget, limits, data_file) if parquet else Footer()
+            if data_file.file_format == FileFormat.PUFFIN:
+                _check_blob(stream, data_file, size)
+    except UnverifiableCommit:
+        raise
+    except FileNotFoundError as exc:
+        raise UnverifiableCommit(f"content file {shown_path(path)} does not exist") from exc
+    except Exception as exc:  # any I/O failure: refused alike, nothing echoed
+        raise UnverifiableCommit(f"content file {shown_path(path)} could not be read") from exc
+    FOOTERS.put(key, found)
+    return found
+
+
+def _check_size(data_file: DataFile, size: int) -> None:
+    if size != data_file.file_size_in_bytes:
+        raise UnverifiableCommit(
+            f"content file {shown_path(data_file.file_path)} is {size} bytes, not the declared "
+            f"{data_file.file_size_in_bytes}")
+
+
+def _parquet(stream: object, size: int, budget: _Budget, limits: CommitLimits,
+             data_file: DataFile) -> Footer:
+    """Read the footer only: its length first (bounded and charged), then its metadata."""
+    shown = shown_path(data_file.file_path)
+    not_parquet = UnverifiableCommit(f"content file {shown} could not be read as Parquet")
+    if size < _MIN_PARQUET:
+        raise not_parquet
+    stream.seek(size - _TAIL)  # type: ignore[attr-defined]
+    tail = stream.read(_TAIL)  # type: ignore[attr-defined]
+    if len(tail) != _TAIL or tail[4:] != _PARQUET_MAGIC:
+        raise not_parquet
+    length = int.from_bytes(tail[:4], "little")
+    if length + _TAIL + len(_PARQUET_MAGIC) > size:
+        raise not_parquet
+    if length > limits.max_footer_bytes:
+        raise CommitTooLarge(f"content file {shown} has a footer of {length} bytes, more than "
+                             f"max_footer_bytes ({limits.max_footer_bytes})")
+    budget.charge(min(size, max(length + _TAIL, _SPECULATIVE_READ)))
+    try:
+        stream.seek(0)  # type: ignore[attr-defined]
+        parquet = pq.ParquetFile(stream)
+        metadata = parquet.metadata
+        return Footer(int(metadata.num_rows), parquet.schema_arrow, footer_stats(metadata))
+    except UnverifiableCommit:
+        raise
+    except Exception as exc:  # not Parquet, truncated, corrupt footer: all refused alike
+        raise not_parquet from exc
+
+
+def _check_blob(stream: object, data_file: DataFile, size: int) -> None:
+    """A deletion vector's blob must lie inside its Puffin file, after the leading magic."""
+    shown = shown_path(data_file.file_path)
+    offset = _field(data_file, _CONTENT_OFFSET)
+    length = _field(data_file, _CONTENT_SIZE)
+    if offset is None or length is None:
+        return  # not a deletion vector: a Puffin file is read by nothing else
+    if offset < len(_PUFFIN_MAGIC) or length <= 0 or offset + length > size:
+        raise UnverifiableCommit(f"deletion vector file {shown} has no blob at offset {offset} "
+                                 f"of {length} bytes (the file is {size} bytes)")
+    stream.seek(0)  # type: ignore[attr-defined]
+    if stream.read(len(_PUFFIN_MAGIC)) != _PUFFIN_MAGIC:  # type: ignore[attr-defined]
+        raise UnverifiableCommit(f"deletion vector file {shown} is not a Puffin file")
+
+
+def _field(data_file: DataFile, position: int) -> int | None:
+    """A v3 ``data_file`` field, when the record has it (v1/v2 records do not)."""
+    try:
+        value = data_file[position]
+    except IndexError:
+        return None
+    return value if type(value) is int else None
+
+
+def check_commit_files(changes: Iterable[tuple[SnapshotChange, Action]],
+                       base: TableMetadata | None, updates: Iterable[Any], io: FileIO,
+                       limits: CommitLimits) -> None:
+    """``check_added_files`` for every file an ordinary commit's snapshots add (``changes``,
+    each with its classification), under the table's rules once the commit's ``updates`` apply
+    to ``base`` (None: a create). Files an INSERT adds must leave row lineage to the table."""
+    updates = list(updates)
+    added = [f.data_file for change, _ in changes for f in change.added]
+    if any(f is None for f in added):
+        raise UnverifiableCommit("cannot verify the commit: an added file has no manifest entry")
+    inserted = {f.key[1] for change, action in changes if action == Action.INSERT
+                for f in change.added}
+    uuid = str(base.table_uuid) if base is not None else ""
+    check_added_files([f for f in added if f is not None], FileRules.after(base, updates), io,
+                      table_uuid=uuid, limits=limits, inserted=inserted)
