@@ -78,9 +78,9 @@ def write_manifest(crafter: Crafter, snapshot_id: int, entries: list[Relisted],
     return writer.to_manifest_file()
 
 
-def test_replace_whose_rows_cannot_be_read_is_not_a_rewrite(crafter: Crafter) -> None:
-    """Counts that match prove nothing: the added file is never read, so the rows it holds
-    are unknown (honest rewrites, read row by row, are in ``test_rewrite_rows``)."""
+def test_replace_with_matching_counts_but_other_rows_is_not_a_rewrite(crafter: Crafter) -> None:
+    """Counts that match prove nothing: the added file (ids 0-2) is read and its rows are not
+    the removed ones (ids 1-3) (honest rewrites are in ``test_rewrite_rows``)."""
     (f1, s1), (f2, s2) = crafter.live()
     sid = next(_ids)
     merged = crafter.manifest(sid, [(DELETED, f1, s1), (DELETED, f2, s2),
@@ -89,7 +89,7 @@ def test_replace_whose_rows_cannot_be_read_is_not_a_rewrite(crafter: Crafter) ->
                                                              "deleted-records": "3"})
     intent = crafter.classify(crafter.body(snapshot))
     assert intent.actions == {Action.UPDATE, Action.REWRITE}
-    assert "could not be read" in " ".join(intent.evidence.row_checks)
+    assert "are not the 3 live rows" in " ".join(intent.evidence.row_checks)
 
 
 def test_replace_that_grows_is_update(crafter: Crafter) -> None:

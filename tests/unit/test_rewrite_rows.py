@@ -18,6 +18,7 @@ from pyiceberg.manifest import DataFile, ManifestContent, ManifestEntryStatus
 
 from proxy.commits import CommitIntent, classify_commit
 from proxy.commits.compaction import rewrite_in_the_way
+from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.limits import CommitLimits
 from proxy.governance import Action
 from tests.support.row_files import RowTable
@@ -216,15 +217,15 @@ def test_a_rewrite_that_also_changes_metadata_is_no_rewrite(rt: RowTable) -> Non
     assert "the commit also changes table metadata" in checks(intent)
 
 
-def test_a_rewrite_of_unreadable_files_is_no_rewrite(rt: RowTable) -> None:
+def test_a_rewrite_adding_a_missing_file_is_refused(rt: RowTable) -> None:
+    """Its rows cannot be read, and the file is not there: refused before any row check."""
     sid = next(_ids)
     [(f1, seq)] = live(rt)
     ghost = rt.write_data("ghost", rows(1, 2, 3, 4))
     rt.table.io.delete(ghost.file_path)
     manifest = rt.crafter.manifest(sid, [(DELETED, f1, seq), (ADDED, ghost, 0)])
-    intent = classify(rt, sid, [manifest])
-    assert intent.actions == {UPDATE, REWRITE}
-    assert "could not be read" in checks(intent)
+    with pytest.raises(UnverifiableCommit, match="does not exist"):
+        classify(rt, sid, [manifest])
 
 
 def test_rewriting_only_manifests_needs_no_rows(rt: RowTable) -> None:
@@ -262,10 +263,15 @@ def test_only_a_rewrite_verified_by_its_rows_is_in_the_way(rt: RowTable, added: 
 
 def test_a_delete_file_not_every_reader_is_known_to_apply_makes_no_rewrite(
         rt: RowTable) -> None:
-    """A position delete in ``f1``'s partition whose ``file_path`` bounds leave ``f1`` out: the
-    check does not guess whether every reader skips it, so no rewrite of ``f1`` is a REWRITE."""
+    """A position delete in ``f1``'s partition whose ``file_path`` bounds leave ``f1`` out
+    (written straight to the table: icegov refuses to add such a file): the check does not
+    guess whether every reader skips it, so no rewrite of ``f1`` is a REWRITE."""
     [(f1, _)] = live(rt)
-    add_deletes(rt, rt.write_positions("d0", [(f1.file_path, 0)], path_bounds=("a", "b")))
+    lying = rt.write_positions("d0", [(f1.file_path, 0)], path_bounds=("a", "b"))
+    sid = next(_ids)
+    manifest = rt.crafter.manifest(sid, [(ADDED, lying, 0)], deletes=True)
+    rt.crafter.apply(rt.crafter.snapshot(sid, [manifest, *rt.crafter.parent_manifests()],
+                                         "delete"))
     for kept in (rows(1, 2, 3, 4), rows(2, 3, 4)):
         intent = replace(rt, [kept])
         assert REWRITE in intent.actions and intent.actions != {REWRITE}
