@@ -2,8 +2,9 @@
 catalog, the loadView guard on both backings, and files icegov built for a data operation when
 the fail-closed audit cannot record it.
 
-Findings are pinned ``xfail(strict=True)`` (a fix makes them pass: un-mark them); attacks icegov
-refuses have ordinary tests. The unit half is ``tests/unit/test_attacks_r2b.py``.
+Every attack here is met today (refused or made harmless) and has an ordinary test (the findings
+once pinned as strict xfails were fixed and un-marked). The unit half is
+``tests/unit/test_attacks_r2b.py``.
 """
 
 from __future__ import annotations

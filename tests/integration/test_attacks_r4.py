@@ -1,8 +1,10 @@
 """Attacks, round 4, against real proxies on both backings: what a table's history lets an
 INSERT-only writer undo, and a path-based backing's namespace/table overlap.
 
-Findings are pinned ``xfail(strict=True)`` (a fix makes them pass: un-mark them); attacks icegov
-already refuses are ordinary tests. The unit half is ``tests/unit/test_attacks_r4.py``.
+Attacks icegov refuses are ordinary tests. One finding, which is functional rather than a bypass
+(a column-restricted reader of a table of imported files), is pinned ``xfail(strict=True)``: its
+fix makes it pass, and the mark is then removed. The unit half is
+``tests/unit/test_attacks_r4.py``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """An attacker's review of issue 9's views and metrics, against real proxies on both backings.
 
-Each finding is pinned by an ``xfail(strict=True)`` test that states the behaviour icegov should
-have (so fixing it turns the test into an unexpected pass, to be un-marked); the attacks icegov
-already refuses have ordinary tests, so they stay refused.
+Each test states the behaviour icegov has: every attack here is refused today (the findings once
+pinned as strict xfails were fixed and un-marked), so a regression fails its test.
 
 The proxies here use one policy of their own (``POLICY``): ``analyst`` may browse namespace
 ``vleak`` and read only the views ``a``, ``c`` and ``vcol`` and the table ``tcol`` (but not its

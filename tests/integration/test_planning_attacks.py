@@ -5,9 +5,8 @@ Each test is one attack by a principal holding a valid token: ``analyst`` (``ssn
 ``demo.orders``), and, in this module's copy of the policy, ``deleter`` with ``ssn`` of
 ``demo.customers`` denied and ``analyst`` owning a sandbox namespace ``scratch``.
 
-Attacks icegov refuses are plain tests. Attacks that succeed today are marked
-``xfail(strict=True)`` with the finding in ``reason``: they turn into failures (XPASS) when the
-fix lands, and the mark is then removed.
+Every attack here is met today (refused or made harmless) and is a plain test (the findings once
+pinned as strict xfails were fixed and un-marked).
 """
 
 from __future__ import annotations
@@ -153,7 +152,7 @@ def _all_text(response: httpx.Response) -> str:
     return response.text.lower()
 
 
-# == findings (xfail until fixed) ===========================================================
+# == findings (fixed: each is refused now) ===================================================
 
 
 @pytest.mark.parametrize(("table", "transform", "column"), [

@@ -9,8 +9,8 @@ owns a sandbox namespace ``scratch``; ``eu-writer`` may ALTER ``demo.orders`` (s
 evolution) and manage its snapshots; ``demo.filtered`` carries a row filter over a column the
 same principal may not see (a policy mistake).
 
-Attacks icegov refuses are plain tests. Attacks that succeed today are
-``xfail(strict=True)`` with the finding in ``reason``.
+Every attack here is met today (refused or made harmless) and is a plain test (the findings once
+pinned as strict xfails were fixed and un-marked).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def _drop(world: World, identifier: str) -> None:
         world.admin.drop_table(identifier)
 
 
-# == findings (xfail until fixed) ===========================================================
+# == findings (fixed: each is refused now) ===================================================
 
 
 def test_schema_evolution_by_a_row_filtered_writer_cannot_rebind_its_filter(

@@ -1,8 +1,8 @@
 """Attacks, round 2 (A): a hostile backing against HttptoolsTransport, FileIO properties and
 purges on the embedded catalog, and two writers on one audit file.
 
-Refused attacks are plain tests; real findings are pinned ``xfail(strict=True)`` with the reason
-(each one turns into a failure, and so into a reminder, the day it is fixed).
+Every attack here is met today (refused or made harmless) and is a plain test (the findings once
+pinned as strict xfails were fixed and un-marked).
 """
 
 from __future__ import annotations

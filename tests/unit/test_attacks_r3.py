@@ -1,8 +1,8 @@
 """Attacks, round 3: this session's fixes (purge roots, filled listing pages, the view guard on
 create/replace, whole answers, the fast lane and the audit file's one writer).
 
-Refused attacks are plain tests; real findings are pinned ``xfail(strict=True)`` with the reason
-(each turns into a failure, and so into a reminder, the day it is fixed). The integration half is
+Every attack here is met today (refused or made harmless) and is a plain test (the findings once
+pinned as strict xfails were fixed and un-marked). The integration half is
 ``tests/integration/test_attacks_r3.py``.
 """
 

@@ -1,8 +1,8 @@
 """Attacker's review, round 4b (unit): the audit verifier against hostile files, idempotency,
 policy hot reload.
 
-Each real finding is pinned with ``xfail(strict=True)``; attacks that are refused keep a passing
-test so that a regression shows."""
+Every attack here is met today (refused or made harmless) and keeps a passing test, so a regression
+shows (the findings once pinned as strict xfails were fixed and un-marked)."""
 
 from __future__ import annotations
 

@@ -2,9 +2,8 @@
 replays that keep their rights, purges under the adoption lock, ``name_case: lower``, the
 forwarded-header allowlist, OIDC names against local ones, nested namespaces.
 
-Each real finding is pinned with ``xfail(strict=True)`` (it turns into a failure, and so into a
-reminder, the day it is fixed); attacks that are refused keep a passing test so that a
-regression shows."""
+Every attack here is met today (refused or made harmless) and keeps a passing test, so a regression
+shows (the findings once pinned as strict xfails were fixed and un-marked)."""
 
 from __future__ import annotations
 
