@@ -19,10 +19,13 @@ BACKENDS = ("embedded", "reference")
 
 @dataclass(frozen=True)
 class RunningProxy:
-    """A proxy serving on a loopback port, and the directory holding its audit log."""
+    """A proxy serving on a loopback port, the directory holding its audit log, and the URI of
+    its backing catalog when that is a server of its own (the reference catalog: a control
+    reads it directly, unguarded; None for the embedded one)."""
 
     url: str
     workdir: Path
+    backing_url: str | None = None
 
     @property
     def audit_log(self) -> Path:
@@ -41,7 +44,7 @@ def proxy_for(backend: str, workdir: Path, **settings: Any) -> Iterator[RunningP
     with reference_catalog(workdir) as catalog_uri:
         app = create_app(settings_for_tests(workdir, catalog_uri=catalog_uri, **settings))
         with serve(app) as url:
-            yield RunningProxy(url, workdir)
+            yield RunningProxy(url, workdir, catalog_uri)
 
 
 @pytest.fixture(scope="session", params=BACKENDS)

@@ -2,8 +2,9 @@
 catalog, the loadView guard on both backings, and files icegov built for a data operation when
 the fail-closed audit cannot record it.
 
-Findings are pinned ``xfail(strict=True)`` (a fix makes them pass: un-mark them); attacks icegov
-refuses have ordinary tests. The unit half is ``tests/unit/test_attacks_r2b.py``.
+Every attack here is met today (refused or made harmless) and has an ordinary test (the findings
+once pinned as strict xfails were fixed and un-marked). The unit half is
+``tests/unit/test_attacks_r2b.py``.
 """
 
 from __future__ import annotations
@@ -144,7 +145,12 @@ def test_a_spark_aliased_star_view_does_not_name_the_denied_column(proxy: Proxy)
         "spark.query-column-names": "id,ssn", "create_engine_version": "Spark 3.5.1"}))
     with as_principal(proxy.url, ANALYST) as analyst:
         loaded = analyst.get("/v1/namespaces/r2b/views/vstar")
-    assert "ssn" not in loaded.text, loaded.status_code
+    assert_error_model(loaded, 403)
+    assert "ssn" not in loaded.text.lower()
+    with as_principal(proxy.url, ADMIN) as admin:  # the control: the definition names it
+        shown = admin.get("/v1/namespaces/r2b/views/vstar")
+    assert shown.status_code == 200, shown.text
+    assert "ssn" in shown.json()["metadata"]["properties"]["spark.query-column-names"]
 
 
 def test_a_view_naming_the_denied_column_is_refused_and_an_ordinary_one_loads(

@@ -1,8 +1,9 @@
 """Attacks, round 3, against real servers: purges on an object-store warehouse (moto) and a
 WebSocket upgrade to a served icegov.
 
-Findings are pinned ``xfail(strict=True)`` (a fix makes them pass: un-mark them); attacks icegov
-refuses have ordinary tests. The unit half is ``tests/unit/test_attacks_r3.py``.
+Every attack here is met today (refused or made harmless) and has an ordinary test (the findings
+once pinned as strict xfails were fixed and un-marked). The unit half is
+``tests/unit/test_attacks_r3.py``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """Attacks, round 4, against real proxies on both backings: what a table's history lets an
 INSERT-only writer undo, and a path-based backing's namespace/table overlap.
 
-Findings are pinned ``xfail(strict=True)`` (a fix makes them pass: un-mark them); attacks icegov
-already refuses are ordinary tests. The unit half is ``tests/unit/test_attacks_r4.py``.
+Attacks icegov refuses are ordinary tests. One finding, which is functional rather than a bypass
+(a column-restricted reader of a table of imported files), is pinned ``xfail(strict=True)``: its
+fix makes it pass, and the mark is then removed. The unit half is
+``tests/unit/test_attacks_r4.py``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -28,6 +31,7 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
 
 from tests.conftest import BACKENDS, RunningProxy, proxy_for
+from tests.support.errors import assert_error_model
 from tests.support.http import as_principal
 from tests.support.settings import ADMIN
 
@@ -158,6 +162,15 @@ def partitioned_by_who(workdir: Path, policy: str, name: str,
 
 
 SEP = "%1F"
+
+
+def partitions_listed_by_the_backing(run: RunningProxy, parent: dict[str, str]) -> str:
+    """The control for the listings below: the HadoopCatalog itself, asked directly, lists a
+    table's partition directories as namespaces under ``parent`` (the answer's text)."""
+    assert run.backing_url is not None
+    direct = httpx.get(f"{run.backing_url}/v1/namespaces", params=parent)
+    assert direct.status_code == 200, direct.text
+    return direct.text
 
 
 @pytest.mark.parametrize("parent", [f"sales{SEP}salaries", f"sales{SEP}salaries{SEP}data",
@@ -300,9 +313,12 @@ def test_a_grant_beneath_a_tables_name_cannot_delete_its_files(
 def test_a_grant_beneath_a_tables_name_does_not_list_its_partitions(
         beneath: tuple[RunningProxy, RestCatalog]) -> None:
     run, _ = beneath
+    parent = {"parent": "demo\x1fvictim\x1fdata"}
     with as_principal(run.url, ANALYST) as analyst:
-        answer = analyst.get("/v1/namespaces", params={"parent": "demo\x1fvictim\x1fdata"})
+        answer = analyst.get("/v1/namespaces", params=parent)
+    assert_error_model(answer, 404, "NoSuchNamespaceException")  # not a namespace, to anyone
     assert "ceo-bonus" not in answer.text
+    assert "ceo-bonus" in partitions_listed_by_the_backing(run, parent)
 
 
 # -- register with overwrite: a table replaced wholesale ---------------------------------------
@@ -350,7 +366,9 @@ def test_a_row_filtered_reader_does_not_list_other_regions_partitions(
             PartitionField(2, 1000, IdentityTransform(), "region")))
         orders.append(pa.table({"id": pa.array([1, 2], pa.int64()), "region": ["eu", "us"]},
                                schema=schema.as_arrow()))
+        parent = {"parent": "demo\x1forders\x1fdata"}
         with as_principal(run.url, EU_ANALYST) as analyst:
-            answer = analyst.get("/v1/namespaces",
-                                 params={"parent": "demo\x1forders\x1fdata"})
+            answer = analyst.get("/v1/namespaces", params=parent)
+        assert "region=us" in partitions_listed_by_the_backing(run, parent)
+    assert_error_model(answer, 404, "NoSuchNamespaceException")
     assert "region=us" not in answer.text, answer.text

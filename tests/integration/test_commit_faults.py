@@ -262,9 +262,10 @@ def test_an_unknowable_outcome_is_a_commit_state_unknown_and_lands_at_most_once(
     def reloads_fail() -> None:
         faults.arm(status_before(503), times=10_000, match=table_load)
 
-    faults.arm(drop_after_commit(), on_fire=reloads_fail)
+    armed = faults.arm(drop_after_commit(), on_fire=reloads_fail)
     response = send(stack.url, table, commit)
     faults.disarm_all()
+    assert armed.fired == 1
     assert_unknown(response)
     [snapshot_id] = commit.snapshot_ids
     assert snapshot_ids(catalog, table).count(snapshot_id) == 1  # it did land, once
@@ -296,8 +297,9 @@ def test_a_delete_that_landed_before_the_fault_answers_200(
     tx = table.transaction()
     tx.delete("id <= 3")
     commit = prepared(tx)
-    faults.arm(fault)
+    armed = faults.arm(fault)
     response = send(stack.url, table, commit)
+    assert armed.fired == 1
     assert_landed_once(response, catalog, table, commit)
     assert table_ids(catalog, table) == []
 
@@ -311,8 +313,9 @@ def test_a_delete_that_did_not_land_is_never_reported_as_a_conflict_that_landed(
     tx = table.transaction()
     tx.delete("id <= 3")
     commit = prepared(tx)
-    faults.arm(fault)
+    armed = faults.arm(fault)
     response = send(stack.url, table, commit)
+    assert armed.fired == 1
     [snapshot_id] = commit.snapshot_ids
     landed = snapshot_ids(catalog, table).count(snapshot_id)
     if response.status_code == 200:

@@ -245,9 +245,10 @@ def test_a_request_that_never_arrived_is_sent_again_with_its_snapshot_id(
         faulty: tuple[IcegovClient, FaultProxy], namespace: str) -> None:
     client, faults = faulty
     table = new_table(client, namespace)
-    faults.arm(status_before(502), times=2)  # nothing reached icegov, twice
+    armed = faults.arm(status_before(502), times=2)  # nothing reached icegov, twice
     change = client.prepare_append(client.load(table), batch([1]))
     landed = client.commit(change)
+    assert armed.fired == 2
     assert landed.metadata.current_snapshot_id == change.snapshot_id
     assert len(faults.forwarded(table_commit)) == 1
     assert rows(client, table) == [(1, "a")]
@@ -257,10 +258,11 @@ def test_retries_give_up_unknown_and_keep_the_files(
         faulty: tuple[IcegovClient, FaultProxy], namespace: str) -> None:
     client, faults = faulty
     table = new_table(client, namespace)
-    faults.arm(status_before(502), times=client.retries + 1)
+    armed = faults.arm(status_before(502), times=client.retries + 1)
     change = client.prepare_append(client.load(table), batch([1]))
     with pytest.raises(CommitStateUnknownException):
         client.commit(change)
+    assert armed.fired == client.retries + 1
     assert client.load(table).current_snapshot() is None
     assert all(change.table.io.new_input(f.file_path).exists() for f in change.written)
 
@@ -269,10 +271,11 @@ def test_a_transaction_whose_answer_was_lost_lands_once(
         faulty: tuple[IcegovClient, FaultProxy], namespace: str) -> None:
     client, faults = faulty
     one, two = new_table(client, namespace, "one"), new_table(client, namespace, "two")
-    faults.arm(drop_after_commit(), match=transaction_commit)
+    armed = faults.arm(drop_after_commit(), match=transaction_commit)
     with client.transaction() as tx:
         tx.append(one, batch([1]))
         tx.append(two, batch([2]))
+    assert armed.fired == 1
     assert len(faults.forwarded(transaction_commit)) == 1
     assert rows(client, one) == [(1, "a")] and rows(client, two) == [(2, "a")]
 
@@ -287,8 +290,10 @@ def test_another_commits_snapshot_under_the_same_id_is_not_this_operations_landi
     direct = IcegovClient(proxy.url, credential=ADMIN)
     monkeypatch.setattr("proxy.client._new_snapshot_id", lambda _: 4242)
     change = client.prepare_append(client.load(table), batch([1]))
-    faults.arm(status_before(502), on_fire=lambda: direct.append(table, batch([99], "z")))
+    armed = faults.arm(status_before(502),
+                       on_fire=lambda: direct.append(table, batch([99], "z")))
     with pytest.raises(CommitFailedException, match="another commit"):
         client.commit(change)
+    assert armed.fired == 1
     assert rows(client, table) == [(99, "z")]
     assert not any(change.table.io.new_input(f.file_path).exists() for f in change.written)

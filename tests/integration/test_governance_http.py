@@ -143,9 +143,12 @@ def test_an_unverifiable_commit_is_400_and_nothing_lands(proxy: RunningProxy, ta
 
 def test_an_unknown_update_needs_every_table_right(proxy: RunningProxy, table: Table) -> None:
     body = {"requirements": [], "updates": [{"action": "grant-me-everything"}]}
+    admin = RestCatalog("state", uri=proxy.url, credential=ADMIN)
+    before = admin.load_table(table.name()).metadata_location, rows(proxy, table)
     with as_principal(proxy.url, "writer:writer-secret") as writer:
         refused = writer.post(commit_path(table), json=body)
     assert_error_model(refused, 403, "ForbiddenException")
+    assert (admin.load_table(table.name()).metadata_location, rows(proxy, table)) == before
     record = [r for r in audit_records(proxy.audit_log) if r["principal"] == "writer"
               and r["path"] == commit_path(table) and r["endpoint"] == "commit_table"][-1]
     assert record["evidence"][0]["unknown_actions"] == ["grant-me-everything"]

@@ -161,11 +161,16 @@ def test_moving_an_existing_tables_files_needs_register_table(
     assert builder.post("/v1/namespaces/demo/tables",
                         json={"name": name, "schema": SCHEMA_JSON}).status_code == 200
     path = f"/v1/namespaces/demo/tables/{name}"
+    before = builder.get(path).json()
     for update in ({"action": "set-location", "location": vault_location(guarded)},
                    {"action": "set-properties",
                     "updates": {"write.data.path": vault_location(guarded)}}):
         error = assert_error_model(builder.post(path, json={"updates": [update]}), 403)
         assert "REGISTER_TABLE" in error["message"]
+    after = builder.get(path).json()
+    assert after["metadata-location"] == before["metadata-location"]
+    assert after["metadata"]["location"] == before["metadata"]["location"]
+    assert "write.data.path" not in after["metadata"].get("properties", {})
     assert builder.post(path, json={"updates": [
         {"action": "set-properties", "updates": {"comment": "fine"}}]}).status_code == 200
 
@@ -178,10 +183,14 @@ def test_a_namespace_location_that_places_new_tables_needs_register_table(
     placed = {"namespace": [name], "properties": {"location": vault_location(guarded)}}
     error = assert_error_model(builder.post("/v1/namespaces", json=placed), 403)
     assert "REGISTER_TABLE" in error["message"]
+    listed = RestCatalog("admin", uri=guarded.url, credential=ADMIN).list_namespaces()
+    assert ("demo",) in listed and (name,) not in listed
     assert builder.post("/v1/namespaces", json={"namespace": [name]}).status_code == 200
+    before = builder.get("/v1/namespaces/demo").json()["properties"]
     for change in ({"updates": {"location": vault_location(guarded)}},
                    {"removals": ["location"]}):
         refused = builder.post("/v1/namespaces/demo/properties", json=change)
         assert "REGISTER_TABLE" in assert_error_model(refused, 403)["message"]
+        assert builder.get("/v1/namespaces/demo").json()["properties"] == before
     plain = builder.post("/v1/namespaces/demo/properties", json={"updates": {"team": "x"}})
     assert plain.status_code == 200, plain.text

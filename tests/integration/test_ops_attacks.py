@@ -1,8 +1,7 @@
 """An attacker's review of issue 9's views and metrics, against real proxies on both backings.
 
-Each finding is pinned by an ``xfail(strict=True)`` test that states the behaviour icegov should
-have (so fixing it turns the test into an unexpected pass, to be un-marked); the attacks icegov
-already refuses have ordinary tests, so they stay refused.
+Each test states the behaviour icegov has: every attack here is refused today (the findings once
+pinned as strict xfails were fixed and un-marked), so a regression fails its test.
 
 The proxies here use one policy of their own (``POLICY``): ``analyst`` may browse namespace
 ``vleak`` and read only the views ``a``, ``c`` and ``vcol`` and the table ``tcol`` (but not its
@@ -243,9 +242,11 @@ def test_view_renames_and_creates_are_governed_on_both_names(attack: Attack) -> 
 
 
 def test_a_view_created_at_a_chosen_location_needs_register_table(attack: Attack) -> None:
-    body = {**view_body(fresh("loc"), "vatk"), "location": "/tmp/elsewhere"}
+    name = fresh("loc")
+    body = {**view_body(name, "vatk"), "location": "/tmp/elsewhere"}
     # writer holds ALTER but neither CREATE_TABLE nor REGISTER_TABLE
     assert_error_model(attack.writer.post("/v1/namespaces/vatk/views", json=body), 403)
+    assert attack.admin.head(f"/v1/namespaces/vatk/views/{name}").status_code == 404
 
 
 def test_an_embedded_view_location_outside_the_warehouse_is_refused(attack: Attack,
@@ -268,6 +269,10 @@ def test_moving_a_views_location_needs_register_table_like_a_tables(attack: Atta
                             "location": victim["metadata"]["location"]}]}
     moved = attack.writer.post(f"/v1/namespaces/vatk/views/{view}", json=replace)
     assert_error_model(moved, 403)
+    after = attack.admin.get(f"/v1/namespaces/vatk/views/{view}")
+    assert after.status_code == 200, after.text
+    assert after.json()["metadata-location"] == created["metadata-location"]
+    assert after.json()["metadata"]["location"] == created["metadata"]["location"]
 
 
 # ----------------------------------------------------------------- metrics and probes

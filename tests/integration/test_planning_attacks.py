@@ -5,9 +5,8 @@ Each test is one attack by a principal holding a valid token: ``analyst`` (``ssn
 ``demo.orders``), and, in this module's copy of the policy, ``deleter`` with ``ssn`` of
 ``demo.customers`` denied and ``analyst`` owning a sandbox namespace ``scratch``.
 
-Attacks icegov refuses are plain tests. Attacks that succeed today are marked
-``xfail(strict=True)`` with the finding in ``reason``: they turn into failures (XPASS) when the
-fix lands, and the mark is then removed.
+Every attack here is met today (refused or made harmless) and is a plain test (the findings once
+pinned as strict xfails were fixed and un-marked).
 """
 
 from __future__ import annotations
@@ -153,7 +152,7 @@ def _all_text(response: httpx.Response) -> str:
     return response.text.lower()
 
 
-# == findings (xfail until fixed) ===========================================================
+# == findings (fixed: each is refused now) ===================================================
 
 
 @pytest.mark.parametrize(("table", "transform", "column"), [
@@ -186,19 +185,26 @@ def test_a_delete_filter_on_a_hidden_column_is_refused(world: World) -> None:
 
 def test_registering_a_restricted_tables_metadata_does_not_lift_the_restriction(
         world: World) -> None:
-    _customers(world.admin, "customers")
+    """The analyst owns ``scratch`` (REGISTER_TABLE included), and registers there the real
+    metadata file of ``demo.customers``, whose ``ssn`` it may not read: 403, nothing lands."""
+    location = _customers(world.admin, "customers").metadata_location
+    for name in ("copy", "admins_copy"):
+        if world.admin.table_exists(f"scratch.{name}"):
+            world.admin.drop_table(f"scratch.{name}")
     analyst = world.as_(ANALYST)
-    loaded = analyst.get(f"{TABLES}/customers").json()
-    location = loaded.get("metadata-location")
-    if world.admin.table_exists("scratch.copy"):
-        world.admin.drop_table("scratch.copy")
     registered = analyst.post("/v1/namespaces/scratch/register", json={
-        "name": "copy", "metadata-location": location}) if location else None
+        "name": "copy", "metadata-location": location})
+    assert_error_model(registered, 403)
+    assert not world.admin.table_exists("scratch.copy")
     plan = analyst.post("/v1/namespaces/scratch/tables/copy/plan",
                         json={"select": ["ssn"], "stats-fields": ["ssn"]})
-    leaked = plan.status_code == 200 and 4 in _stat_keys(plan.json())
-    assert not leaked, (registered.status_code if registered else None, plan.text[:300])
-    assert registered is None or registered.status_code in (403, 404)
+    assert_error_model(plan, 404)
+    # the control: the same register by an unrestricted principal lands
+    admins = world.as_(ADMIN).post("/v1/namespaces/scratch/register", json={
+        "name": "admins_copy", "metadata-location": location})
+    assert admins.status_code == 200, admins.text
+    assert world.admin.load_table("scratch.admins_copy").metadata_location == location
+    world.admin.drop_table("scratch.admins_copy")
 
 
 def test_load_table_properties_do_not_name_a_denied_column(world: World) -> None:
@@ -274,29 +280,37 @@ def test_an_unknown_column_is_400_without_echoing_table_internals(world: World) 
     assert "ssn" not in error["message"] and "email" not in error["message"]
 
 
-def _eu_only(world: World, body: dict[str, Any]) -> list[str]:
+def _eu_only(world: World, body: dict[str, Any], *, some: bool = True) -> list[str]:
+    """eu-analyst's files of ``demo.orders`` for plan ``body``: every one of region ``eu``, and
+    some (none when ``some`` is False: the body itself excludes ``eu``); the admin's plan of the
+    same body holds files of another region, so the check had something to refuse."""
+    admin = world.plan(ADMIN, "orders", body)
+    assert admin.status_code == 200, admin.text
+    assert any("region=eu" not in path for path in _paths(admin.json()))
     answer = world.plan(EU_ANALYST, "orders", body)
     assert answer.status_code == 200, answer.text
     paths = _paths(answer.json())
+    assert bool(paths) == some, paths
     assert all("region=eu" in path for path in paths), paths
     return paths
 
 
-@pytest.mark.parametrize("body", [
-    {},
-    {"case-sensitive": False},
-    {"filter": {"type": "or", "left": {"type": "eq", "term": "region", "value": "us"},
-                "right": {"type": "eq", "term": "region", "value": "eu"}}},
+@pytest.mark.parametrize(("body", "some"), [
+    ({}, True),
+    ({"case-sensitive": False}, True),
+    ({"filter": {"type": "or", "left": {"type": "eq", "term": "region", "value": "us"},
+                 "right": {"type": "eq", "term": "region", "value": "eu"}}}, True),
     # weakened to true: a filter that is not translated must not widen the row filter
-    {"filter": {"type": "eq", "term": {"type": "transform", "transform": "day",
-                                       "term": "ts"}, "value": 19844}},
-    {"filter": {"type": "not", "child": {"type": "eq", "term": {
-        "type": "transform", "transform": "bucket[4]", "term": "id"}, "value": 1}}},
-    {"filter": {"type": "not", "child": {"type": "eq", "term": "region", "value": "eu"}}},
+    ({"filter": {"type": "eq", "term": {"type": "transform", "transform": "day",
+                                        "term": "ts"}, "value": 19844}}, True),
+    ({"filter": {"type": "not", "child": {"type": "eq", "term": {
+        "type": "transform", "transform": "bucket[4]", "term": "id"}, "value": 1}}}, True),
+    ({"filter": {"type": "not", "child": {"type": "eq", "term": "region", "value": "eu"}}},
+     False),
 ])
 def test_a_row_filtered_principal_never_gets_another_regions_file(
-        world: World, body: dict[str, Any]) -> None:
-    _eu_only(world, body)
+        world: World, body: dict[str, Any], some: bool) -> None:
+    _eu_only(world, body, some=some)
 
 
 def test_time_travel_and_incremental_scans_keep_the_row_filter(world: World) -> None:
@@ -480,7 +494,8 @@ def test_huge_set_and_deep_filters_are_bounded(world: World) -> None:
     answer = world.as_(EU_ANALYST).post(f"{TABLES}/orders/plan", json={"filter": huge},
                                         timeout=120)
     assert answer.status_code == 200
-    assert all("region=eu" in path for path in _paths(answer.json()))
+    paths = _paths(answer.json())
+    assert paths and all("region=eu" in path for path in paths), paths
     too_many = {"type": "in", "term": "id", "values": list(range(10_001))}
     assert_error_model(world.plan(EU_ANALYST, "orders", {"filter": too_many}), 400)
     deep: Any = {"type": "eq", "term": "id", "value": 1}

@@ -7,7 +7,8 @@ own commit retries are off (``commit.retry.num-retries=0``): every concurrent ap
 lands does so because the replica that took it rebased it over what the other replica committed.
 
 Races between replicas that pyiceberg's SqlCatalog loses (check, then insert) are made certain
-with a row another session has inserted but not committed, and pinned as strict xfails.
+with a row another session has inserted but not committed; icegov answers them as the client
+expects (409, or no server error), which the tests assert.
 """
 
 from __future__ import annotations
@@ -190,12 +191,6 @@ def against_uncommitted(db_uri: str, row: dict[str, str], request: Callable[[], 
 def namespace_row(namespace: str, key: str = "exists", value: str = "true") -> dict[str, str]:
     return {"catalog_name": "icegov", "namespace": namespace, "property_key": key,
             "property_value": value}
-
-
-CONCURRENT_INSERT_BUG = (
-    "pyiceberg's SqlCatalog checks, then inserts: a row another replica committed meanwhile "
-    "makes the INSERT fail with sqlalchemy IntegrityError, which proxy/catalog/errors.py does "
-    "not translate (500 from the embedded catalog, 502 from icegov)")
 
 
 def test_creating_a_namespace_another_replica_is_creating_is_409(

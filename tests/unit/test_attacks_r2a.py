@@ -1,8 +1,8 @@
 """Attacks, round 2 (A): a hostile backing against HttptoolsTransport, FileIO properties and
 purges on the embedded catalog, and two writers on one audit file.
 
-Refused attacks are plain tests; real findings are pinned ``xfail(strict=True)`` with the reason
-(each one turns into a failure, and so into a reminder, the day it is fixed).
+Every attack here is met today (refused or made harmless) and is a plain test (the findings once
+pinned as strict xfails were fixed and un-marked).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from proxy.backing.httptools_transport import HttptoolsTransport
 from proxy.errors import BackingTimeout
 from tests.support.audit import refused_or_intact
 from tests.support.settings import settings_for_tests
+from tests.support.virtual_time import run_in_virtual_time
 from tests.unit.test_transport_contract import (
     OK,
     Answer,
@@ -271,29 +272,50 @@ def test_an_answer_to_head_with_a_length_keeps_its_connection() -> None:
     assert backing.connections == 1
 
 
-def test_a_backing_dribbling_its_answer_is_cut_off_by_a_whole_answer_deadline() -> None:
+async def dribbled_fetch(answer_deadline: float) -> tuple[bytes | BackingTimeout, float]:
+    """Fetch from a backing that sends a 40-byte body one byte per 0.05 s (each read well
+    inside the 0.3 s read timeout, 2 s in all) with ``answer_deadline``: the body, or the
+    BackingTimeout, and when (on the loop's clock) the fetch ended."""
+    dribbling: list[asyncio.Task[object]] = []
+
     async def dribble(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        dribbling.append(asyncio.current_task())  # type: ignore[arg-type]
         await reader.readuntil(b"\r\n\r\n")
         writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 40\r\n\r\n")
-        for _ in range(40):  # 40 bytes over ~2 s: each read well inside the 0.3 s timeout
-            writer.write(b"a")
-            await writer.drain()
-            await asyncio.sleep(0.05)  # the backing's pace, the attack itself
+        try:
+            for _ in range(40):
+                writer.write(b"a")
+                await writer.drain()
+                await asyncio.sleep(0.05)  # the backing's pace, the attack itself
+        except ConnectionError:
+            return  # icegov hung up
         writer.close()
 
-    async def main() -> float:
-        listener = await asyncio.start_server(dribble, "127.0.0.1", 0)
-        port = listener.sockets[0].getsockname()[1]
-        transport = HttptoolsTransport(2)
-        forwarder = Forwarder(transport, f"http://127.0.0.1:{port}", PassThroughAuth(),
-                              httpx.Timeout(0.3), answer_deadline=1.0)
-        started = asyncio.get_running_loop().time()
-        try:
-            with pytest.raises(BackingTimeout):
-                await forwarder.fetch(b"/v1/namespaces/demo", b"", ())
-            return asyncio.get_running_loop().time() - started
-        finally:
-            await transport.aclose()
-            listener.close()
+    loop = asyncio.get_running_loop()
+    listener = await asyncio.start_server(dribble, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    transport = HttptoolsTransport(2)
+    forwarder = Forwarder(transport, f"http://127.0.0.1:{port}", PassThroughAuth(),
+                          httpx.Timeout(0.3), answer_deadline=answer_deadline)
+    started = loop.time()
+    try:
+        answer = await forwarder.fetch(b"/v1/namespaces/demo", b"", ())
+        return answer.content, loop.time() - started
+    except BackingTimeout as exc:
+        return exc, loop.time() - started
+    finally:
+        await transport.aclose()
+        listener.close()
+        await asyncio.gather(*dribbling)
 
-    assert asyncio.run(asyncio.wait_for(main(), 20)) < 1.5
+
+def test_a_backing_dribbling_its_answer_is_cut_off_by_a_whole_answer_deadline() -> None:
+    """On a virtual clock (``tests.support.virtual_time``): the deadline, not the machine's
+    speed, decides; the same dribble under a longer deadline arrives whole, so it is the
+    whole-answer deadline that cuts it, never a read timeout."""
+    cut, when = run_in_virtual_time(dribbled_fetch(answer_deadline=1.0))
+    assert isinstance(cut, BackingTimeout)
+    assert 1.0 <= when < 1.05
+    whole, when = run_in_virtual_time(dribbled_fetch(answer_deadline=3.0))
+    assert whole == b"a" * 40
+    assert 1.95 <= when < 2.1

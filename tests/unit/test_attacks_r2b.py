@@ -1,9 +1,9 @@
 """An attacker's review, round 2 (B): sealed listing page tokens, the loadView guard, keys and
 ``icegov audit verify``'s new options, against fake backings.
 
-Each finding is pinned by an ``xfail(strict=True)`` test stating the behaviour icegov should have
-(a fix turns it into an unexpected pass, to be un-marked); attacks icegov already refuses have
-ordinary tests, so they stay refused. Round 1 (``test_ops_attacks.py``) is not repeated.
+Each test states the behaviour icegov has: every attack here is refused today (the findings once
+pinned as strict xfails were fixed and un-marked), so a regression fails its test. Round 1
+(``test_ops_attacks.py``) is not repeated.
 """
 
 from __future__ import annotations

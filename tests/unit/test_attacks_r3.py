@@ -1,8 +1,8 @@
 """Attacks, round 3: this session's fixes (purge roots, filled listing pages, the view guard on
 create/replace, whole answers, the fast lane and the audit file's one writer).
 
-Refused attacks are plain tests; real findings are pinned ``xfail(strict=True)`` with the reason
-(each turns into a failure, and so into a reminder, the day it is fixed). The integration half is
+Every attack here is met today (refused or made harmless) and is a plain test (the findings once
+pinned as strict xfails were fixed and un-marked). The integration half is
 ``tests/integration/test_attacks_r3.py``.
 """
 
@@ -36,6 +36,7 @@ from proxy.inbound import InboundRequest
 from proxy.listing import MAX_PAGES_PER_ANSWER
 from proxy.routes import RouteTable
 from tests.support.audit import a_record, refused_or_intact
+from tests.support.errors import assert_error_model
 from tests.support.settings import settings_for_tests
 from tests.support.upstream import ALL_ENDPOINTS, Upstream, client_for, icegov_token
 
@@ -113,7 +114,8 @@ def test_statistics_naming_the_catalog_database_are_not_purged(
                                          "snapshot-id": snapshot.snapshot_id,
                                          "statistics": statistics}]})
     assert committed.status_code == 200, committed.text
-    embedded.delete("/v1/namespaces/demo/tables/t", params={"purgeRequested": "true"})
+    purged = embedded.delete("/v1/namespaces/demo/tables/t", params={"purgeRequested": "true"})
+    assert purged.status_code == 204, purged.text
 
     assert (warehouse / "catalog.db").exists()
 
@@ -391,7 +393,13 @@ def test_alter_without_select_never_reads_the_views_definition(governed: Governe
     assert loaded.status_code == 403
     replaced = governed.client.post("/v1/namespaces/r3/views/v", headers=governed.writer,
                                     json={"requirements": [], "updates": []})
+    assert_error_model(replaced, 403)
     assert "merger-with-acme" not in replaced.text
+    # the positive control: the same replace by a principal that may read the view answers it
+    shown = governed.client.post("/v1/namespaces/r3/views/v", headers=governed.admin,
+                                 json={"requirements": [], "updates": []})
+    assert shown.status_code == 200, shown.text
+    assert "merger-with-acme" in shown.text
 
 
 @pytest.mark.parametrize("where", ["nested-doc", "map-value", "list-element", "property-key",

@@ -1,8 +1,8 @@
 """Attacks, round 4: what earlier reviews had not reached (the config answer, names a backing
 folds, listing page tokens across policy generations).
 
-Refused attacks are plain tests; real findings are pinned ``xfail(strict=True)`` with the reason
-(each turns into a failure, and so into a reminder, the day it is fixed). The integration half is
+Every attack here is met today (refused or made harmless) and is a plain test (the findings once
+pinned as strict xfails were fixed and un-marked). The integration half is
 ``tests/integration/test_attacks_r4.py``.
 """
 

@@ -2,9 +2,8 @@
 replays that keep their rights, purges under the adoption lock, ``name_case: lower``, the
 forwarded-header allowlist, OIDC names against local ones, nested namespaces.
 
-Each real finding is pinned with ``xfail(strict=True)`` (it turns into a failure, and so into a
-reminder, the day it is fixed); attacks that are refused keep a passing test so that a
-regression shows."""
+Every attack here is met today (refused or made harmless) and keeps a passing test, so a regression
+shows (the findings once pinned as strict xfails were fixed and un-marked)."""
 
 from __future__ import annotations
 
@@ -313,7 +312,9 @@ def test_an_issuer_user_spelled_like_a_local_principal_holds_none_of_its_rules(
 DEMO_TABLE = "/v1/cat/namespaces/demo/tables/t"
 
 
-def keyed_world(tmp_path: Path, extra: str) -> tuple[TestClient, Path, Path]:
+def keyed_world(tmp_path: Path, extra: str) -> tuple[TestClient, Path, Upstream]:
+    """icegov with idempotency keys in front of a one-table backing (returned, to count what
+    reached it), its policy the demo one plus ``extra``."""
     policy = tmp_path / "policy.csv"
     policy.write_text((POLICIES / "policy.csv").read_text() + "\n" + extra)
     keys = tmp_path / "keys.db"
@@ -321,7 +322,12 @@ def keyed_world(tmp_path: Path, extra: str) -> tuple[TestClient, Path, Path]:
     client = client_for(upstream, tmp_path, policy={"policy_path": policy,
                                                     "reload_interval_seconds": 0.01},
                         idempotency={"db_uri": f"sqlite:///{keys}"})
-    return client, policy, keys
+    return client, policy, upstream
+
+
+def commits_sent(upstream: Upstream) -> int:
+    """How many commits (table or transaction) reached the backing."""
+    return sum(1 for request in upstream.seen if request.method == "POST")
 
 
 def revoke(client: TestClient, policy: Path, caller: dict[str, str], rule: str,
@@ -346,8 +352,8 @@ def test_a_replay_after_the_table_was_hidden_is_404_like_the_request(tmp_path: P
 
 
 def test_a_key_is_never_replayed_to_another_principal(tmp_path: Path) -> None:
-    client, _, _ = keyed_world(tmp_path, "p, writer, icegov.demo.t, ALTER, allow\n"
-                                         "p, deleter, icegov.demo.t, ALTER, allow\n")
+    client, _, upstream = keyed_world(tmp_path, "p, writer, icegov.demo.t, ALTER, allow\n"
+                                                "p, deleter, icegov.demo.t, ALTER, allow\n")
     key = {"Idempotency-Key": str(uuid.uuid4())}
     with client:
         writer = {"authorization": f"Bearer {icegov_token(client, 'writer:writer-secret')}"}
@@ -355,10 +361,11 @@ def test_a_key_is_never_replayed_to_another_principal(tmp_path: Path) -> None:
         assert client.post(DEMO_TABLE, json=ALTER, headers={**writer, **key}).status_code == 200
         other = client.post(DEMO_TABLE, json=ALTER, headers={**deleter, **key})
     assert_error_model(other, 422)
+    assert commits_sent(upstream) == 1  # the writer's alone: the refused one reached nothing
 
 
 def test_a_transaction_replay_needs_every_tables_right_still(tmp_path: Path) -> None:
-    client, policy, _ = keyed_world(tmp_path, "p, writer, icegov.demo.*, ALTER, allow\n")
+    client, policy, upstream = keyed_world(tmp_path, "p, writer, icegov.demo.*, ALTER, allow\n")
     body = {"table-changes": [
         {"identifier": {"namespace": ["demo"], "name": name}, **ALTER} for name in ("t", "u")]}
     key = {"Idempotency-Key": str(uuid.uuid4())}
@@ -371,8 +378,10 @@ def test_a_transaction_replay_needs_every_tables_right_still(tmp_path: Path) -> 
         wait_for(lambda: client.post("/v1/cat/transactions/commit", json=body,
                                      headers=writer).status_code == 403,
                  what="the policy reload")
+        sent = commits_sent(upstream)  # polls before the reload landed may have been forwarded
         again = client.post("/v1/cat/transactions/commit", json=body, headers={**writer, **key})
     assert_error_model(again, 403)
+    assert commits_sent(upstream) == sent  # the refused replay reached nothing
 
 
 def two_column_table(tmp: Path) -> dict[str, Any]:

@@ -5,9 +5,8 @@ Principals are the demo policy's: ``analyst`` (``demo.customers.ssn`` denied, ``
 ``writer`` (no column rules). Tables are real (pyiceberg ``SqlCatalog`` in ``tmp_path``) behind
 a fake backing that serves their metadata, so plans read real manifests.
 
-Each real finding is pinned with ``xfail(strict=True)`` (it turns into a failure, and so into a
-reminder, the day it is fixed); attacks that are refused keep a passing test so that a
-regression shows."""
+Every attack here is met today (refused or made harmless) and keeps a passing test, so a regression
+shows (the findings once pinned as strict xfails were fixed and un-marked)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """An attacker's review of issue 9's audit v2, fail-closed audit, metrics and deploy defaults.
 
-Each finding is pinned by an ``xfail(strict=True)`` test stating the behaviour icegov should have
-(a fix turns it into an unexpected pass, to be un-marked); attacks icegov already refuses have
-ordinary tests, so they stay refused.
+Each test states the behaviour icegov has: every attack here is refused today (the findings once
+pinned as strict xfails were fixed and un-marked), so a regression fails its test.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 garbage collector, what counts as a schema change for a restricted writer, and policy lines
 that try to smuggle something into a row filter.
 
-Attacks that succeed today are ``xfail(strict=True)`` with the finding in ``reason``
-(``tests/integration/test_read_attacks2.py`` has the rest).
+Every attack here is met today (refused or made harmless) and is a plain test (the findings once
+pinned as strict xfails were fixed and un-marked); ``tests/integration/test_read_attacks2.py`` has
+the rest.
 """
 
 from __future__ import annotations
