@@ -38,7 +38,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 from urllib.parse import unquote
 
@@ -85,12 +85,25 @@ def canonical_location(text: str) -> str:
     """One spelling per physical file: ``file:/x``, ``file:////x`` and ``/x`` all become
     ``file:///x``, percent-escapes decoded. Readers match position deletes to data files by the
     exact string, so two spellings of one file must be recognised as the same file. A text that
-    is no acceptable location is returned unchanged (confinement refuses it anyway)."""
+    is no acceptable location is returned unchanged (confinement refuses it anyway).
+
+    A pure function of the text, remembered for the last 16Ki texts (an append to a table of
+    N manifests spells each of them again; texts over 1 KiB are not remembered: at most ~32 MiB)."""
+    return _canonical_remembered(text) if len(text) <= _REMEMBERED_TEXT else _canonical(text)
+
+
+_REMEMBERED_TEXT = 1024
+
+
+def _canonical(text: str) -> str:
     parsed = parse_location(text)
     if parsed is None:
         return text
     decoded = parsed[1]
     return f"{decoded.scheme}://{decoded.authority}/" + "/".join(decoded.segments)
+
+
+_canonical_remembered = lru_cache(maxsize=16_384)(_canonical)
 
 
 def _split(text: str) -> Location | None:

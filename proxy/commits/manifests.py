@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
 
-from pyiceberg.avro.file import AvroFile
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import (
     MANIFEST_ENTRY_SCHEMAS,
@@ -47,6 +46,7 @@ from pyiceberg.manifest import (
 )
 from pyiceberg.typedef import Record
 
+from proxy.commits.avro_readers import open_avro
 from proxy.commits.confine import TableLocations, canonical_location
 from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.limits import CommitLimits
@@ -235,9 +235,9 @@ class ManifestReader:
     def _read_list(self, manifest_list: str) -> tuple[ManifestFile, ...]:
         limit = self.limits.max_manifests
         manifests: list[ManifestFile] = []
-        with _avro(self.io, manifest_list, MANIFEST_LIST_FILE_SCHEMAS[3],
-                   {-1: ManifestFile, 508: PartitionFieldSummary},
-                   {517: ManifestContent}) as reader:
+        with open_avro(self.io, manifest_list, "manifest list", MANIFEST_LIST_FILE_SCHEMAS[3],
+                       {-1: ManifestFile, 508: PartitionFieldSummary},
+                       {517: ManifestContent}) as reader:
             for manifest in reader:
                 if len(manifests) == limit:
                     raise CommitTooLarge(f"a manifest list names more than {limit} manifests")
@@ -253,9 +253,9 @@ class ManifestReader:
             raise CommitTooLarge(f"verifying the commit would open more than {limit} manifests")
         self.manifests_opened += 1
         entries: list[ManifestEntry] = []
-        with _avro(self.io, manifest.manifest_path, MANIFEST_ENTRY_SCHEMAS[3],
-                   {-1: ManifestEntry, 2: DataFile},
-                   {0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent}) as reader:
+        with open_avro(self.io, manifest.manifest_path, "manifest", MANIFEST_ENTRY_SCHEMAS[3],
+                       {-1: ManifestEntry, 2: DataFile},
+                       {0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent}) as reader:
             for entry in reader:
                 self._count(1)
                 entries.append(entry)
@@ -285,12 +285,6 @@ _COMMITTED_LISTS: SizedLru[str, tuple[ManifestFile, ...]] = SizedLru(256)
 def _cache_key(manifest: ManifestFile) -> _CacheKey:
     return (manifest.manifest_path, manifest.manifest_length, manifest.content,
             manifest.sequence_number)
-
-
-def _avro(io: FileIO, path: str, schema: Any, read_types: dict[int, Any],
-          read_enums: dict[int, Any]) -> AvroFile[Any]:
-    return AvroFile[Any](io.new_input(path), schema, read_types=read_types,
-                         read_enums=read_enums)
 
 
 def _guarded(what: str, read: Callable[[], T]) -> T:
