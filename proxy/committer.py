@@ -5,7 +5,8 @@ For each try, every table of the commit takes its turn in the replica's queue (`
 a change that icegov may rebuild (a pure append, or a data operation icegov builds itself) is
 rebuilt on the newest state the queue knows before it is sent. Then the backing's answer decides:
 
-- 2xx: landed; the queue learns the table's new state from it.
+- 2xx: landed; the queue learns the table's new state from it, and a change that landed as
+  classified tells the verification's caches so (its manifest lists are the table's now).
 - 409 (ErrorModel): nothing landed. Rebuildable changes are rebuilt on the reloaded table and sent
   again — bounded tries, jittered backoff, a deadline; anything else goes back as the 409 it was
   (the client's isolation level and conflict filters are never sent, so nothing else is safe).
@@ -352,6 +353,8 @@ class _Attempts:
     def _landed(self, upstream: httpx.Response) -> None:
         self._report(outcome="landed")
         for p in self._pending:
+            if p.rebased == 0:  # landed as classified: its new lists are the table's now
+                p.change.intent.landed()
             slot = self._slots[p.key]
             if not (self._single and slot.waited_on):
                 slot.learn(None)

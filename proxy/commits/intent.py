@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +79,9 @@ class CommitIntent:
 
     actions: frozenset[Action]
     evidence: CommitEvidence = field(default_factory=CommitEvidence)
+    landed: Callable[[], None] = field(default=lambda: None, compare=False, repr=False)
+    """Tell the verification's caches the commit landed exactly as classified (its new
+    manifest lists are the table's now: ``ManifestReader.remember_verified``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict: sorted action names plus the evidence."""

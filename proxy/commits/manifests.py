@@ -18,7 +18,12 @@ only: those named by a snapshot of the table (a list read with ``manifests`` tha
 snapshot of the commit claims), keyed by path, length, content and sequence number (which live
 entries inherit). A committed manifest is immutable; a claimed one is the writer's and may
 change between requests, so it is always read. ``min_live_sequence`` (the lowest data sequence
-number a manifest holds live, from its entries) is cached with the keys.
+number a manifest holds live, from its entries) is cached with the keys. Every process-wide
+entry is also keyed by the reader's ``scope`` (the table's uuid and location; no scope, no
+sharing), so one table's reading is never served another's file, and a committed list comes
+from the cache only where it would be read anyway. A new snapshot's list enters the cache once
+its commit landed as verified (``remember_verified``), with the manifests the verification
+read: the next commit's parent is the list the previous one was judged on, not read again.
 A cache hit still counts its entries against ``limits.max_entries``: whether a commit is too
 large does not depend on what was read before.
 """
@@ -62,6 +67,8 @@ def file_key(content: DataFileContent, path: str, offset: int | None = None) -> 
     file) and (for deletion vectors) offset."""
     return (content == DataFileContent.DATA, canonical_location(path), offset)
 _CacheKey = tuple[str, int, ManifestContent, int]
+CacheScope = tuple[str, str]
+"""A table's uuid and location: the process-wide caches are shared only within one."""
 
 _DELETE_FILE_PATH_FIELD = 2147483546  # ``file_path`` of a position delete file's rows
 _FIRST_ROW_ID = 16  # positions in the v3 data_file struct
@@ -131,6 +138,7 @@ class ManifestReader:
     io: FileIO
     locations: TableLocations
     limits: CommitLimits = field(default_factory=CommitLimits)
+    scope: CacheScope | None = None  # whose process-wide cache entries it may use
     entries_read: int = 0
     manifests_opened: int = 0
     list_records_read: int = 0
@@ -143,6 +151,14 @@ class ManifestReader:
     def claim(self, manifest_lists: Iterable[str]) -> None:
         """Mark the lists the commit's new snapshots name: never cached, always read afresh."""
         self._claimed_lists.update(manifest_lists)
+
+    def remember_verified(self) -> None:
+        """The commit landed as verified: the lists its new snapshots claim are committed now,
+        with the manifests this reader read from them (kept for the next commit's parent)."""
+        if self.scope is None:
+            return
+        for path in self._claimed_lists & self._lists_here.keys():
+            _COMMITTED_LISTS.put((self.scope, path), self._lists_here[path])
 
     def claimed_manifests(self, manifest_list: str) -> tuple[ManifestFile, ...]:
         """The manifests a new snapshot's list names (the list must be under the table)."""
@@ -186,8 +202,8 @@ class ManifestReader:
         return held
 
     def _held_once(self, manifest: ManifestFile, key: _CacheKey) -> _LiveKeys:
-        committed = key in self._committed
-        cached = _LIVE_KEYS.get(key) if committed else None
+        shared = None if self.scope is None or key not in self._committed else (self.scope, key)
+        cached = None if shared is None else _LIVE_KEYS.get(shared)
         if cached is not None:
             self._count(cached.entries)
             return cached
@@ -195,8 +211,8 @@ class ManifestReader:
         live = [e for e in entries if e.live]
         held = _LiveKeys(len(entries), frozenset(e.file.key for e in live),
                          min((e.file.sequence_number or 0 for e in live), default=None))
-        if committed:
-            _LIVE_KEYS.put(key, held)
+        if shared is not None:
+            _LIVE_KEYS.put(shared, held)
         return held
 
     def _listed(self, manifest_list: str, committed: bool) -> tuple[ManifestFile, ...]:
@@ -205,12 +221,13 @@ class ManifestReader:
         manifests = self._lists_here.get(manifest_list)
         if manifests is not None:
             return manifests
-        manifests = _COMMITTED_LISTS.get(manifest_list) if committed else None
+        shared = (self.scope, manifest_list) if committed and self.scope is not None else None
+        manifests = None if shared is None else _COMMITTED_LISTS.get(shared)
         if manifests is None:
             manifests = _guarded(f"manifest list {manifest_list!r}",
                                  lambda: self._read_list(manifest_list))
-            if committed:
-                _COMMITTED_LISTS.put(manifest_list, manifests)
+            if shared is not None:
+                _COMMITTED_LISTS.put(shared, manifests)
         self._count_list_records(len(manifests))
         self._lists_here[manifest_list] = manifests
         return manifests
@@ -275,11 +292,14 @@ class _LiveKeys:
     min_sequence: int | None = None  # lowest data sequence number of a live file
 
 
-_LIVE_KEYS: SizedLru[_CacheKey, _LiveKeys] = SizedLru(200_000, lambda held: len(held.keys))
+_LIVE_KEYS: SizedLru[tuple[CacheScope, _CacheKey], _LiveKeys] = SizedLru(
+    200_000, lambda held: len(held.keys))
 """What committed manifests hold live, at most 200,000 file keys in all."""
 
-_COMMITTED_LISTS: SizedLru[str, tuple[ManifestFile, ...]] = SizedLru(256)
-"""The manifests of committed manifest lists; a list a commit claims is never served from here."""
+_COMMITTED_LISTS: SizedLru[tuple[CacheScope, str], tuple[ManifestFile, ...]] = SizedLru(
+    200_000, lambda manifests: max(len(manifests), 1))
+"""The manifests of committed manifest lists, at most 200,000 list records in all; a list a
+commit claims is never served from here."""
 
 
 def _cache_key(manifest: ManifestFile) -> _CacheKey:

@@ -171,9 +171,12 @@ def data_manifests(rt: RowTable) -> list[ManifestFile]:
     return rt.manifests(ManifestContent.DATA)
 
 
-def reader(rt: RowTable, max_entries: int = 1000) -> ManifestReader:
-    return ManifestReader(rt.table.io, table_locations(rt.table.metadata, {}),
-                          CommitLimits(max_entries=max_entries))
+def reader(rt: RowTable, max_entries: int = 1000,
+           scope: tuple[str, str] | None = None) -> ManifestReader:
+    metadata = rt.table.metadata
+    return ManifestReader(rt.table.io, table_locations(metadata, {}),
+                          CommitLimits(max_entries=max_entries),
+                          scope or (str(metadata.table_uuid), metadata.location))
 
 
 def test_committed_manifests_are_cached_claimed_ones_are_not(rt: RowTable) -> None:
@@ -194,6 +197,25 @@ def test_committed_manifests_are_cached_claimed_ones_are_not(rt: RowTable) -> No
         claimed.live_keys(committed[0])
 
 
+def test_cached_manifests_serve_only_their_own_table(rt: RowTable) -> None:
+    """The process-wide caches are keyed by the table (uuid and location): another table naming
+    the same files reads them itself, and a reader without a scope shares nothing."""
+    snapshot = rt.table.current_snapshot()
+    assert snapshot is not None
+    warm = reader(rt)
+    committed = warm.manifests(snapshot.manifest_list)
+    for manifest in committed:
+        warm.live_keys(manifest)
+    for manifest in committed:
+        Path(manifest.manifest_path.removeprefix("file:")).unlink()
+    assert reader(rt).manifests(snapshot.manifest_list) == committed  # its own: cached
+    for other in (reader(rt, scope=("another-uuid", rt.table.metadata.location)),
+                  ManifestReader(rt.table.io, table_locations(rt.table.metadata, {}))):
+        listed = other.manifests(snapshot.manifest_list)
+        with pytest.raises(UnverifiableCommit, match="could not be read"):
+            other.live_keys(listed[0])
+
+
 def test_cache_hits_count_against_the_entries_limit(rt: RowTable) -> None:
     snapshot = rt.table.current_snapshot()
     assert snapshot is not None
@@ -205,3 +227,20 @@ def test_cache_hits_count_against_the_entries_limit(rt: RowTable) -> None:
     limited.live_keys(m1)
     with pytest.raises(CommitTooLarge):
         limited.live_keys(m2)
+
+
+def test_a_landed_commits_lists_are_remembered_as_verified(rt: RowTable) -> None:
+    """A new snapshot's list is read afresh while it is a claim; once its commit landed as
+    classified (``remember_verified``), the next commit's parent comes from the cache, with the
+    manifests the verification read."""
+    snapshot = rt.table.current_snapshot()
+    assert snapshot is not None
+    claiming = reader(rt)
+    claimed = claiming.claimed_manifests(snapshot.manifest_list)
+    Path(snapshot.manifest_list.removeprefix("file:")).unlink()
+    with pytest.raises(UnverifiableCommit, match="could not be read"):
+        reader(rt).manifests(snapshot.manifest_list)  # not remembered before it landed
+    claiming.remember_verified()
+    assert reader(rt).manifests(snapshot.manifest_list) == claimed
+    with pytest.raises(UnverifiableCommit, match="could not be read"):
+        reader(rt).claimed_manifests(snapshot.manifest_list)  # a claim is always read
