@@ -20,6 +20,7 @@ from proxy.backing.forward import Forwarder
 from proxy.backing.httptools_transport import HttptoolsTransport
 from proxy.backing.offers import BackingOffers
 from proxy.commit_handler import CommitHandlers
+from proxy.commit_heads import KnownHeads
 from proxy.commits import check_classification_complete
 from proxy.committer import Committer
 from proxy.config_handler import ConfigHandler
@@ -108,14 +109,15 @@ def create_app(settings: Settings, backing: Backing | None = None,
                             settings.name_case == "lower")
     config = ConfigHandler(forwarder, offers, iso_duration(settings.idempotency.lifetime_seconds)
                            if idempotency is not None else None, answers.disclosure, catalogs)
+    heads = KnownHeads(settings.commit_retry.known_head_seconds)  # the gate's and committer's
     handlers = _governed_handlers(settings, forwarder, authorizer,
                                   _Reads(views, planner, answers), config,
-                                  identity.token_endpoint, metrics)
+                                  identity.token_endpoint, metrics, heads)
     metrics.watch(manifest_cache=lambda: planner.manifests.stats, policy=authorizer, audit=audit)
     dispatcher = GovernedDispatcher(
         RouteTable(), handlers, _forward(forwarder),
         _gate(settings, identity.authenticator, authorizer, offers, forwarder, views,
-              catalogs), audit,
+              catalogs, heads), audit,
         settings.max_body_bytes, idempotency=idempotency, metrics=metrics,
         replayers={"commit_table": answers.replayed, "create_table": answers.replayed},
     )
@@ -171,12 +173,12 @@ def _forwarder(settings: Settings, backing: Backing, metrics: Metrics) -> Forwar
 
 def _gate(settings: Settings, authenticator: Authenticator, authorizer: PolicyAuthorizer,
           offers: BackingOffers, forwarder: Forwarder, views: ReadViews,
-          catalogs: CatalogNames) -> Gate:
+          catalogs: CatalogNames, heads: KnownHeads) -> Gate:
     """The one authorizer seam every governed request passes."""
     return Gate(
         authenticator, authorizer, offers, catalogs,
         ChangeClassifier(forwarder.fetch, forwarder.post_json, settings.commit_limits,
-                         settings.file_io),
+                         settings.file_io, heads),
         settings.commit_limits.max_table_changes, views, NamespacePaths(forwarder.fetch),
     )
 
@@ -184,11 +186,11 @@ def _gate(settings: Settings, authenticator: Authenticator, authorizer: PolicyAu
 def _governed_handlers(settings: Settings, forwarder: Forwarder, authorizer: PolicyAuthorizer,
                        reads: _Reads, config: ConfigHandler,
                        token_endpoint: Callable[[InboundRequest], Awaitable[Response]],
-                       metrics: Metrics) -> dict[str, GovernedHandler]:
+                       metrics: Metrics, heads: KnownHeads) -> dict[str, GovernedHandler]:
     """Every endpoint icegov owns, by name (checked complete against the route table)."""
     answers = reads.answers
     commits = CommitHandlers(Committer(forwarder, settings.commit_limits, settings.commit_retry,
-                                       metrics, settings.file_io), answers)
+                                       metrics, settings.file_io, heads), answers)
     listing = ListingHandlers(forwarder, authorizer, PageTokens(
         key_or_process_key(settings.planning.task_key, "plan-tasks")))
     handlers = _handlers(forwarder, authorizer, config, token_endpoint, commits, listing)

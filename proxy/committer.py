@@ -40,6 +40,7 @@ from starlette.responses import JSONResponse, Response
 from proxy.admission import ClassifiedChange
 from proxy.backing.forward import Forwarder, relayed
 from proxy.backing.tables import NO_FILE_IO, TableState, fetch_table, parse_table_state
+from proxy.commit_heads import KnownHeads, Rejudge, key_of
 from proxy.commit_queue import TableKey, TableQueue, TableSlot
 from proxy.commits.limits import CommitLimits
 from proxy.commits.reconcile import Outcome, outcome_of
@@ -72,8 +73,7 @@ class Pending:
     key: TableKey = field(init=False)
 
     def __post_init__(self) -> None:
-        r = self.change.resource
-        self.key = (r.catalog, tuple(r.namespace), r.table or "")
+        self.key = key_of(self.change.resource)
 
     def note_sent(self) -> None:
         """Remember the manifest list of each snapshot ``body`` adds, as about to be sent: a
@@ -115,7 +115,9 @@ class Committer:
 
     def __init__(self, forwarder: Forwarder, limits: CommitLimits, retry: CommitRetry,
                  metrics: Metrics | None = None,
-                 file_io: Mapping[str, str] = NO_FILE_IO) -> None:
+                 file_io: Mapping[str, str] = NO_FILE_IO,
+                 heads: KnownHeads | None = None) -> None:
+        self._heads = heads or KnownHeads(0)
         self._metrics = metrics
         self._file_io = dict(file_io)
         self._forwarder = forwarder
@@ -191,6 +193,7 @@ class _Attempts:
     async def _send(self) -> Response | None:
         for p in self._pending:
             p.note_sent()
+            self._c._heads.forget(p.key)  # in flight: the head it knew is no longer the table's
         try:
             upstream = await self._c._forwarder.exchange(
                 self._inbound, self._wire([p.body for p in self._pending]))
@@ -216,7 +219,12 @@ class _Attempts:
                                       CommitStateUnknown)(message))
 
     async def _conflict(self, upstream: httpx.Response) -> Response | None:
-        """A 409: nothing landed this time. Try again if every change may be rebuilt."""
+        """A 409: nothing landed this time. Try again if every change may be rebuilt; a change
+        judged on a known head is judged again on a fresh load (``commit_heads``)."""
+        if self._unknown is None and any(p.change.judged_on_head for p in self._pending):
+            self._report(outcome="rejudged")
+            self._discard()
+            raise Rejudge()
         if self._unknown is None and not self._may_retry():
             self._report(outcome="conflict")
             self._discard()
@@ -355,11 +363,20 @@ class _Attempts:
         for p in self._pending:
             if p.rebased == 0:  # landed as classified: its new lists are the table's now
                 p.change.intent.landed()
+            self._learn_head(p)
             slot = self._slots[p.key]
             if not (self._single and slot.waited_on):
                 slot.learn(None)
                 continue
             slot.learn_later(_parser(p, upstream.content))
+
+    def _learn_head(self, p: Pending) -> None:
+        """Remember the head ``p`` left (``commit_heads``), aged by the load it descends from."""
+        if p.base is None:
+            return
+        heads = self._c._heads
+        observed = p.change.observed_at if p.rebased == 0 else None
+        heads.learn(p.key, p.base, p.body, heads.clock() if observed is None else observed)
 
     def _report(self, **extra: Any) -> None:
         for p in self._pending:

@@ -154,16 +154,18 @@ class Gate:
         return Coarse(inbound, Admission(principal, intent, catalog, decisions,
                                          evidence=record.evidence))
 
-    async def complete(self, coarse: Coarse, record: AuditRecord) -> Admission:
+    async def complete(self, coarse: Coarse, record: AuditRecord,
+                       fresh: bool = False) -> Admission:
         """Steps 6-7 for a commit (evidence, then the final decision: 403); any other request
-        was decided by ``admit_coarse`` and passes unchanged."""
+        was decided by ``admit_coarse`` and passes unchanged. ``fresh``: every base is loaded
+        (no head this replica knew is judged on)."""
         if coarse.complete:
             return coarse.admission
         admission = coarse.admission
         assert admission.principal is not None  # a commit is never public
         classified = await self._changes.classify_all(
             coarse.inbound, admission.intent.changes,
-            partial(self._refuse_hidden_operation, admission.principal, record))
+            partial(self._refuse_hidden_operation, admission.principal, record), fresh)
         record.evidence = [*(c.report for c in classified),  # the committer adds how it landed
                            *admission.intent.evidence]
         self._changes.refuse_stale(classified)

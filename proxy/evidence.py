@@ -23,6 +23,7 @@ from proxy.backing.tables import (
     load_table_state,
     table_path,
 )
+from proxy.commit_heads import KnownHeads, key_of
 from proxy.commits import (
     UnverifiableCommit,
     check_commit_shape,
@@ -63,7 +64,9 @@ class ChangeClassifier:
     """Loads each changed table once and classifies its change against that state."""
 
     def __init__(self, fetch: Fetch, post: Post, limits: CommitLimits,
-                 file_io: Mapping[str, str] = NO_FILE_IO) -> None:
+                 file_io: Mapping[str, str] = NO_FILE_IO,
+                 heads: KnownHeads | None = None) -> None:
+        self._heads = heads  # judge on a head this replica's last commit left (``commit_heads``)
         self._fetch = fetch
         self._post = post
         self._limits = limits
@@ -71,9 +74,11 @@ class ChangeClassifier:
         self._create_io: FileIO = load_file_io(io_properties(file_io), None)
 
     async def classify_all(self, inbound: InboundRequest, changes: tuple[TableChange, ...],
-                           guard: BuildGuard | None = None) -> list[ClassifiedChange]:
+                           guard: BuildGuard | None = None,
+                           fresh: bool = False) -> list[ClassifiedChange]:
         """Every change classified, in order (the first failure stops the rest); ``guard``
-        judges each data operation on its table's state before icegov builds it."""
+        judges each data operation on its table's state before icegov builds it; ``fresh``:
+        every base loaded, no known head used."""
         for change in changes:
             check_commit_shape(change.body, self._limits)
             if has_data_operation(change.body):
@@ -83,14 +88,14 @@ class ChangeClassifier:
         classified: list[ClassifiedChange] = []
         try:
             for change in changes:
-                classified.append(await self._classify(inbound, change, guard))
+                classified.append(await self._classify(inbound, change, guard, fresh))
         except Exception:
             discard_built(classified)  # a transaction refused: its built operations go too
             raise
         return classified
 
     async def _classify(self, inbound: InboundRequest, change: TableChange,
-                        guard: BuildGuard | None) -> ClassifiedChange:
+                        guard: BuildGuard | None, fresh: bool) -> ClassifiedChange:
         if creates_table(change.body):
             check_snapshot_order(added_snapshots(change.body), None, _now_ms(),
                                  format_version=commit_format(change.body, None))
@@ -99,6 +104,10 @@ class ChangeClassifier:
             if await self._chooses_location(inbound, change):
                 intent = replace(intent, actions=intent.actions | {Action.REGISTER_TABLE})
             return ClassifiedChange(change.resource, change.body, intent, None)
+        on_head = None if fresh else await self._on_known_head(change)
+        if on_head is not None:
+            return on_head
+        observed_at = (self._heads.clock if self._heads is not None else time.monotonic)()
         base = await self.load(inbound, change)
         if has_data_operation(change.body):
             judged = guard(change.resource, change.body, base.metadata) if guard else None
@@ -114,7 +123,26 @@ class ChangeClassifier:
             if stale is not None:  # a client behind the table: its conflict comes first
                 raise stale from None
             raise
-        return ClassifiedChange(change.resource, change.body, intent, base, stale)
+        return ClassifiedChange(change.resource, change.body, intent, base, stale,
+                                observed_at=observed_at)
+
+    async def _on_known_head(self, change: TableChange) -> ClassifiedChange | None:
+        """The change judged on the head this replica's last commit to the table left, when
+        ``commit_heads`` allows it; None (load the base) when not, or when the head would give
+        anything but a clean judgement (a stale client, an unverifiable commit)."""
+        if self._heads is None or has_data_operation(change.body):
+            return None
+        head = self._heads.usable(key_of(change.resource), change.body)
+        if head is None or _stale(change.body, head.state) is not None:
+            return None
+        try:
+            intent = await run_in_threadpool(
+                partial(classify_commit, limits=self._limits), change.body,
+                head.state.metadata, head.state.io)
+        except UnverifiableCommit:
+            return None  # said again, or not, on a fresh load
+        return ClassifiedChange(change.resource, change.body, intent, head.state,
+                                judged_on_head=True, observed_at=head.observed_at)
 
     def refuse_stale(self, classified: Iterable[ClassifiedChange]) -> None:
         """A change built on an older state of its table that icegov cannot rebuild gets its

@@ -6,6 +6,13 @@ different base than the one judged (silently dropping a concurrent append, say).
 the requirements the client left out: ``assert-table-uuid`` and ``assert-ref-snapshot-id`` (the
 ref's value in the base, ``null`` if it did not exist) for every ref the commit moves or removes.
 The backing then refuses (409, nothing landed) if the base moved.
+
+A change judged on a head this replica already knew (``commit_heads``: no loadTable) is pinned
+to everything assertable it was judged on: the uuid, current schema id, last assigned field id,
+default spec id, last assigned partition id, default sort order id, ``main`` and every ref it
+moves (``commit_heads.head_pins``; what cannot be asserted, and why that is safe, is said there).
+Requirements the client sent already are not repeated: a head is used only when they all hold
+on it.
 """
 
 from __future__ import annotations
@@ -15,14 +22,20 @@ from typing import Any
 from pyiceberg.table.metadata import TableMetadata
 
 from proxy.admission import ClassifiedChange
+from proxy.commit_heads import head_pins
 from proxy.commits.shape import updates_of
 
 _REF_UPDATES = frozenset({"set-snapshot-ref", "remove-snapshot-ref"})
 
 
-def pinned_requirements(body: dict[str, Any], base: TableMetadata) -> list[dict[str, Any]]:
+def pinned_requirements(body: dict[str, Any], base: TableMetadata,
+                        judged_on_head: bool = False) -> list[dict[str, Any]]:
     """The requirements icegov adds to ``body`` (empty when the client pinned everything)."""
     requirements = [r for r in body.get("requirements") or [] if isinstance(r, dict)]
+    if judged_on_head:
+        sent = {(r.get("type"), r.get("ref")) for r in requirements}
+        return [pin for pin in head_pins(base, _moved_refs(body))
+                if (pin["type"], pin.get("ref")) not in sent]
     asserted = {r.get("ref") for r in requirements
                 if r.get("type") == "assert-ref-snapshot-id" and isinstance(r.get("ref"), str)}
     added: list[dict[str, Any]] = []
@@ -45,7 +58,7 @@ def pinned_change(change: ClassifiedChange) -> dict[str, Any] | None:
     """The change's body with its pins added, or None when nothing needs adding."""
     if change.base is None:
         return None  # a create: ``assert-create`` already pins it to "no table"
-    added = pinned_requirements(change.body, change.base.metadata)
+    added = pinned_requirements(change.body, change.base.metadata, change.judged_on_head)
     if not added:
         return None
     return {**change.body, "requirements": [*(change.body.get("requirements") or []), *added]}

@@ -24,6 +24,7 @@ from proxy.admission import Admission
 from proxy.audit import AuditLog, AuditRecord, AuditUnavailable
 from proxy.backing.forward import relayed
 from proxy.backing.tables import BackingRefused
+from proxy.commit_heads import Rejudge
 from proxy.context import request_id
 from proxy.dispatch import internal_error
 from proxy.enforce import Coarse, Gate
@@ -109,8 +110,16 @@ class GovernedDispatcher:
         return await self._claimed(keyed, coarse, record)
 
     async def _decided(self, coarse: Coarse, record: AuditRecord) -> Response:
-        """The evidence and final decision, then the handler."""
-        admission = await self._gate.complete(coarse, record)
+        """The evidence and final decision, then the handler. A commit judged on a head this
+        replica knew and refused (``Rejudge``, nothing landed) is decided again on fresh loads
+        and sent again: icegov never answers its own stale judgement with a 409."""
+        try:
+            return await self._decided_once(coarse, record, fresh=False)
+        except Rejudge:
+            return await self._decided_once(coarse, record, fresh=True)
+
+    async def _decided_once(self, coarse: Coarse, record: AuditRecord, fresh: bool) -> Response:
+        admission = await self._gate.complete(coarse, record, fresh)
         try:
             self._audit.write_ahead(record)  # fail closed: a change is on record before it is sent
         except AuditUnavailable:

@@ -30,6 +30,15 @@ class SizedLru(Generic[K, V]):
                 self._items.move_to_end(key)
             return found
 
+    def pop(self, key: K) -> None:
+        """Drop ``key`` (if kept)."""
+        with self._lock:
+            previous = self._items.pop(key, None)
+            self._used -= 0 if previous is None else self._size(previous)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
     def put(self, key: K, value: V) -> None:
         weight = self._size(value)
         if weight > self._capacity:

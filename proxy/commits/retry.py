@@ -24,6 +24,11 @@ class CommitRetry(BaseModel):
         default=10.0, ge=0, description="Upper bound of the first jittered wait after a loss.")
     backoff_max_ms: float = Field(
         default=2000.0, ge=0, description="Cap of the jittered wait (doubling from the first).")
+    known_head_seconds: float = Field(
+        default=2.0, ge=0,
+        description="How long the head a commit through this replica left may stand in for "
+                    "loading the base of the table's next commit, counted from the load it "
+                    "descends from (the commit is then pinned to it; 0: always load).")
 
     def backoff_seconds(self, losses: int) -> float:
         """A full-jitter wait after ``losses`` lost tries (1 for the first)."""
