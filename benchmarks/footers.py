@@ -15,7 +15,7 @@ Reported: the commit POST (as the client timed it) and the whole INSERT (write t
 commit) of each arm, with ratios to direct and of checked to unchecked icegov; then, in-process
 on the same commit body and base,
 ``classify_commit`` with the footer checks and with them switched off, and the footer check
-alone (``footers.check_added_files``, cache cleared each time).
+alone (``footers.check_added_files``; nothing is cached across checks).
 
 With ``--spark``, real Spark (3.5, Iceberg 1.10) INSERTs follow on the same three endpoints:
 ``INSERT INTO ... SELECT /*+ REPARTITION(200) */ ...`` writes and commits 200 files per statement
@@ -133,7 +133,6 @@ def in_process(arm: Arm, repeats: int) -> dict[str, float]:
     def timed(run: Any) -> float:
         samples = []
         for _ in range(repeats):
-            footers.FOOTERS = footers.new_footer_cache()
             start = time.perf_counter()
             run()
             samples.append((time.perf_counter() - start) * 1000)

@@ -7,9 +7,12 @@ rebuilt on the newest state the queue knows before it is sent. Then the backing'
 
 - 2xx: landed; the queue learns the table's new state from it, and a change that landed as
   classified tells the verification's caches so (its manifest lists are the table's now).
-- 409 (ErrorModel): nothing landed. Rebuildable changes are rebuilt on the reloaded table and sent
-  again — bounded tries, jittered backoff, a deadline; anything else goes back as the 409 it was
-  (the client's isolation level and conflict filters are never sent, so nothing else is safe).
+- 409 (ErrorModel) to a change judged on a head this replica knew (``commit_heads``): nothing
+  landed; ``Rejudge``: the gate judges the request again on a fresh load and it is sent again.
+- any other 409 (ErrorModel): nothing landed. Rebuildable changes are rebuilt on the reloaded
+  table and sent again — bounded tries, jittered backoff, a deadline; anything else goes back
+  as the 409 it was (the client's isolation level and conflict filters are never sent, so
+  nothing else is safe).
 - another 4xx ErrorModel: relayed.
 - a timeout, a reset, a 5xx or a non-ErrorModel answer: unknown. icegov reloads the tables and
   asks them (``commits.reconcile``): landed (its snapshot ids there *with a manifest list one of

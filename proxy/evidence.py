@@ -1,5 +1,11 @@
-"""Evidence for commits: each changed table's current state from the backing catalog, and what
-the change really does, classified from its manifests (``proxy.commits``) within the limits."""
+"""Evidence for commits: each changed table's current state, and what the change really does,
+classified from its manifests (``proxy.commits``) within the limits.
+
+The state is loaded from the backing catalog, or — for a plain commit whose requirements hold on
+it — taken from the head this replica's last commit to the table left, while young
+(``commit_heads``): the change is then marked ``judged_on_head`` and pinned to that head. A
+judgement on a head that is anything but clean (a stale client, an unverifiable commit) is made
+again on a fresh load."""
 
 from __future__ import annotations
 

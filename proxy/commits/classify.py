@@ -43,7 +43,7 @@ from proxy.commits.held import (
 from proxy.commits.intent import CommitEvidence, CommitIntent, FileCounts, UnverifiableCommit
 from proxy.commits.limits import CommitLimits
 from proxy.commits.lineage import expected_first_row_ids, row_lineage_changes
-from proxy.commits.manifests import CacheScope, FileKey, ManifestReader
+from proxy.commits.manifests import FileKey, ManifestReader, cache_scope
 from proxy.commits.operations.specs import binding_schema
 from proxy.commits.references import check_snapshot_references
 from proxy.commits.refs import changes_ref_settings, moves_tag
@@ -84,7 +84,7 @@ def classify_commit(body: Mapping[str, Any], base: TableMetadata | None, io: Fil
         apply_update(update, scan)
     plan = _plan(scan, _asserted_refs(body))
     check_fresh_manifest_lists(scan.added, scan.base)
-    reader = ManifestReader(io, table_locations(scan.base, body), limits, _scope(scan.base))
+    reader = ManifestReader(io, table_locations(scan.base, body), limits, cache_scope(scan.base))
     reader.claim(s.manifest_list for s in scan.added.values())
     check_snapshot_references(body, scan.base, reader,
                               [s.manifest_list for s in scan.added.values()])
@@ -99,12 +99,6 @@ def classify_commit(body: Mapping[str, Any], base: TableMetadata | None, io: Fil
     check_commit_files(changes, scan.base, _list(body, "updates"), io, limits)
     checked = _without_borrowed_files(scan, reader, _without_revivals(scan, reader, changes))
     return replace(_intent(scan, plan, checked, rows), landed=reader.remember_verified)
-
-
-def _scope(base: TableMetadata | None) -> CacheScope | None:
-    """Whose cached manifests a commit's verification may use: the table's (uuid and
-    location); a create shares none."""
-    return None if base is None else (str(base.table_uuid), base.location)
 
 
 def _list(body: Mapping[str, Any], key: str) -> list[Any]:

@@ -27,9 +27,10 @@ files by one thread, where more only contend for the GIL), and the whole check m
 the commit's ``footer_seconds``; beyond a budget the commit is refused (400, nothing
 landed). Which file is reported, when several fail, follows the order the files were given.
 
-What a footer says is remembered (an LRU keyed by table, canonical location and size), so a
-retried or rebuilt commit does not open its files again; the checks of the entry against the
-footer run every time.
+Nothing a footer says is remembered across requests: an added file is the writer's until its
+commit lands, and one swapped for another of the same size between two requests must be read
+again (each file is opened once per check). A single local file is read on the calling thread
+(no pool to start for a one-file append).
 """
 
 from __future__ import annotations
@@ -57,11 +58,9 @@ from proxy.commits.footstats import (
 )
 from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.limits import CommitLimits
-from proxy.commits.lru import SizedLru
 from proxy.commits.manifests import CommitTooLarge
 from proxy.governance import Action
 
-FOOTER_CACHE_COLUMNS = 500_000
 FOOTER_THREADS = 8
 _PARQUET_MAGIC = b"PAR1"
 _PUFFIN_MAGIC = b"PFA1"
@@ -81,14 +80,6 @@ class Footer:
     stats: FooterStats | None = None
 
 
-def new_footer_cache() -> SizedLru[tuple[str, str, int], Footer]:
-    """An empty footer cache: at most ``FOOTER_CACHE_COLUMNS`` leaf columns' statistics in all
-    (a file weighs one plus its leaf columns)."""
-    return SizedLru(FOOTER_CACHE_COLUMNS, lambda footer: 1 + len(footer.stats or {}))
-
-
-FOOTERS = new_footer_cache()
-"""Footers of files found present, by (table uuid, canonical location, size)."""
 
 
 @dataclass
@@ -115,6 +106,20 @@ def check_added_files(files: Sequence[DataFile], rules: FileRules, io: FileIO, *
     if not files:
         return
     budget = _Budget(limits.footer_bytes_budget, threading.Lock())
+    if len(files) == 1 and _pool_size(files) == 1:  # one local file: no pool to start
+        footers = [_footer(files[0], table_uuid, io, budget, limits)]
+    else:
+        footers = _read_in_pool(files, table_uuid, io, budget, limits)
+    memo: dict[tuple[bytes, Any, tuple[int, ...]], FileColumns] = {}
+    for data_file, footer in zip(files, footers, strict=True):
+        _check_against(data_file, footer, rules, memo)
+        if canonical_location(data_file.file_path) in inserted:
+            _check_new_rows(data_file, footer)
+
+
+def _read_in_pool(files: Sequence[DataFile], table_uuid: str, io: FileIO, budget: _Budget,
+                  limits: CommitLimits) -> list[Footer]:
+    """Every file's footer, read by ``_pool_size`` threads within ``limits.footer_seconds``."""
     pool = ThreadPoolExecutor(_pool_size(files), thread_name_prefix="icegov-footers")
     try:
         futures = [pool.submit(_footer, f, table_uuid, io, budget, limits) for f in files]
@@ -124,12 +129,7 @@ def check_added_files(files: Sequence[DataFile], rules: FileRules, io: FileIO, *
     if pending:
         raise CommitTooLarge(f"verifying the commit's {len(files)} added files took longer "
                              f"than {limits.footer_seconds} s")
-    memo: dict[tuple[bytes, Any, tuple[int, ...]], FileColumns] = {}
-    for data_file, future in zip(files, futures, strict=True):
-        footer = future.result()
-        _check_against(data_file, footer, rules, memo)
-        if canonical_location(data_file.file_path) in inserted:
-            _check_new_rows(data_file, footer)
+    return [future.result() for future in futures]
 
 
 def _pool_size(files: Sequence[DataFile]) -> int:
@@ -187,12 +187,8 @@ def _field_id(field: pa.Field) -> int | None:
 
 def _footer(data_file: DataFile, table_uuid: str, io: FileIO, budget: _Budget,
             limits: CommitLimits) -> Footer:
-    """The file's footer, from the cache or read (after checking it is there, of its size)."""
-    key = (table_uuid, canonical_location(data_file.file_path), data_file.file_size_in_bytes)
+    """The file's footer, read after checking it is there, of its size."""
     parquet = data_file.file_format == FileFormat.PARQUET
-    found = FOOTERS.get(key)
-    if found is not None and parquet == (found.rows is not None):
-        return found
     path = data_file.file_path
     try:
         with io.new_input(path).open() as stream:
@@ -207,7 +203,6 @@ def _footer(data_file: DataFile, table_uuid: str, io: FileIO, budget: _Budget,
         raise UnverifiableCommit(f"content file {shown_path(path)} does not exist") from exc
     except Exception as exc:  # any I/O failure: refused alike, nothing echoed
         raise UnverifiableCommit(f"content file {shown_path(path)} could not be read") from exc
-    FOOTERS.put(key, found)
     return found
 
 

@@ -49,6 +49,7 @@ from pyiceberg.manifest import (
     ManifestFile,
     PartitionFieldSummary,
 )
+from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Record
 
 from proxy.commits.avro_readers import open_avro
@@ -69,6 +70,12 @@ def file_key(content: DataFileContent, path: str, offset: int | None = None) -> 
 _CacheKey = tuple[str, int, ManifestContent, int]
 CacheScope = tuple[str, str]
 """A table's uuid and location: the process-wide caches are shared only within one."""
+
+
+def cache_scope(metadata: TableMetadata | None) -> CacheScope | None:
+    """Whose cached manifests reading ``metadata``'s table may use: its own (uuid and
+    location); a create (no metadata) shares none."""
+    return None if metadata is None else (str(metadata.table_uuid), metadata.location)
 
 _DELETE_FILE_PATH_FIELD = 2147483546  # ``file_path`` of a position delete file's rows
 _FIRST_ROW_ID = 16  # positions in the v3 data_file struct

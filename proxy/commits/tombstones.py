@@ -9,8 +9,9 @@ rollback, which is ``MANAGE_SNAPSHOTS``' power, not an INSERT's.
 ``removed_in_history`` answers which of a commit's added files some snapshot still in the table
 removed. Each snapshot's removals are read once per process (its manifest list and the manifests
 it wrote with deleted entries; both are immutable) and remembered by manifest-list path, so a
-commit reads only the snapshots committed since the last one it saw. The reading has its own
-bounds (``HISTORY_LIMITS``), apart from the commit's own.
+commit reads only the snapshots committed since the last one it saw; like the manifests' caches,
+they are kept per table (``manifests.cache_scope``), never served to another. The reading has
+its own bounds (``HISTORY_LIMITS``), apart from the commit's own.
 """
 
 from __future__ import annotations
@@ -26,7 +27,13 @@ from proxy.commits.confine import TableLocations
 from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.limits import CommitLimits
 from proxy.commits.lru import SizedLru
-from proxy.commits.manifests import CommitTooLarge, FileKey, ManifestReader
+from proxy.commits.manifests import (
+    CacheScope,
+    CommitTooLarge,
+    FileKey,
+    ManifestReader,
+    cache_scope,
+)
 
 log = structlog.get_logger("icegov")
 
@@ -34,7 +41,8 @@ HISTORY_LIMITS = CommitLimits(max_list_records=5_000_000, max_manifests_read=50_
                               max_entries=50_000_000)
 """What reading a table's removals may cost in one commit (a cold process, a long history)."""
 
-_REMOVED: SizedLru[str, frozenset[FileKey]] = SizedLru(500_000, lambda keys: max(len(keys), 1))
+_REMOVED: SizedLru[tuple[CacheScope | None, str], frozenset[FileKey]] = SizedLru(
+    500_000, lambda keys: max(len(keys), 1))
 """Per manifest list (one snapshot): the files that snapshot removed."""
 
 
@@ -45,7 +53,7 @@ def removed_in_history(io: FileIO, metadata: TableMetadata, locations: TableLoca
     wanted = set(keys)
     if not wanted:
         return {}
-    reader = ManifestReader(io, locations, HISTORY_LIMITS)
+    reader = ManifestReader(io, locations, HISTORY_LIMITS, cache_scope(metadata))
     found: dict[FileKey, int] = {}
     for snapshot in metadata.snapshots:
         removed = _removed_by(reader, snapshot.snapshot_id, snapshot.manifest_list)
@@ -57,7 +65,8 @@ def removed_in_history(io: FileIO, metadata: TableMetadata, locations: TableLoca
 def _removed_by(reader: ManifestReader, snapshot_id: int, manifest_list: str) -> frozenset[FileKey]:
     """What one snapshot removed; nothing (and a warning, not remembered) when its manifests
     can no longer be read: a history that broke elsewhere must not stop every later commit."""
-    cached = _REMOVED.get(manifest_list)
+    key = (reader.scope, manifest_list)
+    cached = _REMOVED.get(key) if reader.scope is not None else None
     if cached is not None:
         return cached
     try:
@@ -72,7 +81,8 @@ def _removed_by(reader: ManifestReader, snapshot_id: int, manifest_list: str) ->
     except UnverifiableCommit:
         log.warning("commit.history_unreadable", snapshot_id=snapshot_id)
         return frozenset()
-    _REMOVED.put(manifest_list, removed)
+    if reader.scope is not None:
+        _REMOVED.put(key, removed)
     return removed
 
 

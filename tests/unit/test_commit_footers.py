@@ -49,11 +49,6 @@ def _field(name: str, kind: pa.DataType, field_id: int, nullable: bool = True) -
     return pa.field(name, kind, nullable, {b"PARQUET:field_id": str(field_id).encode()})
 
 
-@pytest.fixture(autouse=True)
-def fresh_cache(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(footers_module, "FOOTERS", footers_module.new_footer_cache())
-
-
 @pytest.fixture()
 def rt(tmp_path: Path) -> RowTable:
     return RowTable.create(tmp_path, SCHEMA, [ROWS])
