@@ -53,6 +53,7 @@ from proxy.commits.written import discard
 from proxy.errors import CommitFailed, CommitStateUnknown, CommitTimeout, IcebergError
 from proxy.inbound import InboundRequest
 from proxy.metrics import Metrics
+from proxy.pinning import pinned_change
 from proxy.rebuild import Rebuilder, rebuilder_for
 
 log = structlog.get_logger("icegov")
@@ -73,6 +74,7 @@ class Pending:
     refused: bool = False  # the last try was refused outright: nothing of it landed
     file_io: Mapping[str, str] = field(default_factory=dict)  # ``Settings.file_io``
     sent: dict[int, set[str]] = field(default_factory=dict)  # ``reconcile.SentLists``
+    plain: dict[str, Any] | None = None  # judged on a known head: the body with the usual pins
     key: TableKey = field(init=False)
 
     def __post_init__(self) -> None:
@@ -83,6 +85,16 @@ class Pending:
         snapshot found later with its id is this commit's only with one of these."""
         for snapshot in added_snapshots(self.body):
             self.sent.setdefault(snapshot.snapshot_id, set()).add(snapshot.manifest_list)
+
+    @property
+    def on_head(self) -> bool:
+        """Is ``body`` still pinned to the known head it was judged on (``commit_heads``)?"""
+        return self.plain is not None
+
+    def off_head(self) -> None:
+        """Go on as if judged on a fresh load: the usual pins only (a rebuild re-verifies)."""
+        if self.plain is not None:
+            self.body, self.plain = self.plain, None
 
     @property
     def built(self) -> bool:
@@ -132,13 +144,19 @@ class Committer:
                      bodies: Sequence[dict[str, Any]], wire: Wire, single: bool) -> Response:
         """Send ``bodies`` (the pinned changes) until they land or cannot; ``wire`` makes the
         request body (None: the caller's bytes unchanged)."""
-        pending = [Pending(c, b, c.base, rebuilder_for(c, b, self._limits),
-                           file_io=self._file_io)
-                   for c, b in zip(changes, bodies, strict=True)]
+        pending = [self._pending(c, b) for c, b in zip(changes, bodies, strict=True)]
         try:
             return await self._land(inbound, pending, wire, single)
         finally:
             self._observe(pending)
+
+    def _pending(self, change: ClassifiedChange, body: dict[str, Any]) -> Pending:
+        """``change`` as it will be sent first (``body``); one judged on a known head can fall
+        back to its usual pins, and is rebuilt only from those."""
+        plain = (pinned_change(change, on_head=False) or change.body) \
+            if change.judged_on_head else None
+        rebuilder = rebuilder_for(change, plain or body, self._limits)
+        return Pending(change, body, change.base, rebuilder, file_io=self._file_io, plain=plain)
 
     async def _land(self, inbound: InboundRequest, pending: list[Pending], wire: Wire,
                     single: bool) -> Response:
@@ -224,10 +242,9 @@ class _Attempts:
     async def _conflict(self, upstream: httpx.Response) -> Response | None:
         """A 409: nothing landed this time. Try again if every change may be rebuilt; a change
         judged on a known head is judged again on a fresh load (``commit_heads``)."""
-        if self._unknown is None and any(p.change.judged_on_head for p in self._pending):
-            self._report(outcome="rejudged")
-            self._discard()
-            raise Rejudge()
+        if self._unknown is None and any(p.on_head for p in self._pending):
+            await self._off_head()  # raises Rejudge unless the changes go on rebuilt
+            return None
         if self._unknown is None and not self._may_retry():
             self._report(outcome="conflict")
             self._discard()
@@ -262,6 +279,28 @@ class _Attempts:
             self._discard()
             return relayed(upstream, upstream.content)
         return None
+
+    async def _off_head(self) -> None:
+        """A 409 to changes judged on a known head. When every change is a rebuildable one
+        whose branch moved, they go on as judged fresh: rebuilt on the reloaded table (and
+        verified again there). Otherwise the head was stale in what a rebuild cannot mend:
+        ``Rejudge`` (the gate judges the request again on a fresh load)."""
+        states: list[TableState | None] = []
+        if self._may_retry():
+            try:
+                states = await self._reload()
+            except IcebergError:
+                states = []
+        moved = bool(states) and all(
+            p.rebuilder is not None and s is not None and p.rebuilder.behind(p.plain or p.body, s)
+            for p, s in zip(self._pending, states, strict=True))
+        if not moved:
+            self._report(outcome="rejudged")
+            self._discard()
+            raise Rejudge()
+        for p in self._pending:
+            p.off_head()
+        self._learn(states)
 
     async def _reconcile(self, error: IcebergError) -> Response | None:
         """The outcome is unknown: the tables say whether it landed."""
@@ -317,8 +356,10 @@ class _Attempts:
         """Rebuild each rebuildable change on the newest state its table's queue knows."""
         for p in self._pending:
             state = self._slots[p.key].state
-            if p.rebuilder is None or state is None or not p.rebuilder.behind(p.body, state):
+            if p.rebuilder is None or state is None or \
+                    not p.rebuilder.behind(p.plain or p.body, state):
                 continue
+            p.off_head()  # rebuilt and verified again on ``state``: the usual pins
             try:
                 body = await run_in_threadpool(p.rebuilder.rebuild, p.body, state, _now_ms())
             except Exception as exc:

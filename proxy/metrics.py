@@ -199,7 +199,7 @@ class Metrics:
 
 
 MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
-COMMIT_OUTCOMES = frozenset({"landed", "conflict", "refused", "reconciled", "unknown"})
+COMMIT_OUTCOMES = frozenset({"landed", "conflict", "refused", "reconciled", "unknown", "rejudged"})
 _CLASSES = frozenset({"INSERT", "DELETE", "UPDATE", "REWRITE"})
 
 

@@ -54,11 +54,13 @@ def _moved_refs(body: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(n for n in names if isinstance(n, str)))
 
 
-def pinned_change(change: ClassifiedChange) -> dict[str, Any] | None:
-    """The change's body with its pins added, or None when nothing needs adding."""
+def pinned_change(change: ClassifiedChange, on_head: bool | None = None) -> dict[str, Any] | None:
+    """The change's body with its pins added, or None when nothing needs adding; ``on_head``
+    False: only the usual pins, even for a change judged on a known head."""
     if change.base is None:
         return None  # a create: ``assert-create`` already pins it to "no table"
-    added = pinned_requirements(change.body, change.base.metadata, change.judged_on_head)
+    head = change.judged_on_head if on_head is None else on_head
+    added = pinned_requirements(change.body, change.base.metadata, head)
     if not added:
         return None
     return {**change.body, "requirements": [*(change.body.get("requirements") or []), *added]}
