@@ -34,11 +34,14 @@ this replica forgets or replaces the head. Snapshots added or expired elsewhere 
 backing refuses a snapshot whose sequence number is not above its last one, and an expired
 snapshot only makes the judgement on the head stricter (more history to be checked against).
 
-**Answers.** A commit judged on a known head is never answered 409 by icegov on that judgement:
-a 409 from the backing means a pin (or the client's own requirement) failed, and the committer
-raises ``Rejudge``: the gate judges the request again on a fresh load (the head forgotten) and
-it is sent again, as if it had just arrived. A real conflict the client caused is then answered
-from that fresh try, as before; a head that was merely stale costs one more classification.
+**Answers.** A commit judged on a known head is never answered 409 on that judgement. A 409
+from the backing means a pin (or the client's own requirement) failed; the committer reloads
+the table. When every change is a pure append (or other rebuildable change) whose branch moved,
+it goes on exactly as a freshly judged one would: rebuilt on the reloaded head, classified again
+there, and sent with the usual pins only (uuid and refs). Otherwise it raises ``Rejudge``: the
+gate judges the request again on a fresh load (the head forgotten) and it is sent again, as if
+it had just arrived. A real conflict the client caused is then answered from that fresh try, as
+before; a head that was merely stale costs one more classification.
 """
 
 from __future__ import annotations
