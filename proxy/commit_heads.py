@@ -30,8 +30,10 @@ change landing there goes unseen, and the outcome is the serial order "commit, t
 A known head widens that window to at most ``seconds`` after the load it descends from (its age
 is the load's, not the last commit's: a chain of appends never extends it), and only for changes
 made *elsewhere* (another replica or worker, or straight at the backing) — every commit through
-this replica forgets or replaces the head. Snapshots added or expired elsewhere need no pin: the
-backing refuses a snapshot whose sequence number is not above its last one, and an expired
+this replica forgets or replaces the head. A snapshot added elsewhere to no ref (staged) is
+caught in format v2 by the backing itself, which refuses a snapshot whose sequence number is not
+above its last one; in format v1 it goes unseen within the window like a property change (the
+judgement then misses only what that snapshot removed, for the revival check). An expired
 snapshot only makes the judgement on the head stricter (more history to be checked against).
 
 **Answers.** A commit judged on a known head is never answered 409 on that judgement. A 409
