@@ -47,7 +47,7 @@ from pyiceberg.manifest import DataFile, FileFormat
 from pyiceberg.table.metadata import TableMetadata
 
 from proxy.commits.columns import ROW_LINEAGE_IDS, FileRules, check_columns, file_schema
-from proxy.commits.confine import canonical_location, shown_path
+from proxy.commits.confine import canonical_location, require_regular, shown_path
 from proxy.commits.diff import SnapshotChange
 from proxy.commits.footstats import (
     FileColumns,
@@ -195,6 +195,7 @@ def _footer(data_file: DataFile, table_uuid: str, io: FileIO, budget: _Budget,
         return found
     path = data_file.file_path
     try:
+        require_regular(path, "content file")  # never open a FIFO: it blocks forever
         with io.new_input(path).open() as stream:
             size = stream.seek(0, 2)
             _check_size(data_file, size)

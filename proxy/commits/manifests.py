@@ -47,7 +47,7 @@ from pyiceberg.manifest import (
 )
 from pyiceberg.typedef import Record
 
-from proxy.commits.confine import TableLocations, canonical_location
+from proxy.commits.confine import TableLocations, canonical_location, require_regular
 from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.limits import CommitLimits
 from proxy.commits.lru import SizedLru
@@ -289,6 +289,7 @@ def _cache_key(manifest: ManifestFile) -> _CacheKey:
 
 def _avro(io: FileIO, path: str, schema: Any, read_types: dict[int, Any],
           read_enums: dict[int, Any]) -> AvroFile[Any]:
+    require_regular(path, "manifest file")  # a FIFO would hold the reading thread forever
     return AvroFile[Any](io.new_input(path), schema, read_types=read_types,
                          read_enums=read_enums)
 

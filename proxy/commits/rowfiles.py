@@ -44,6 +44,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Record
 from pyroaring import BitMap64
 
+from proxy.commits.confine import require_regular
 from proxy.commits.manifests import Entry, FileKey, file_key
 
 T = TypeVar("T")
@@ -217,6 +218,7 @@ class ContentReader:
         if file.file_format not in (FileFormat.PARQUET, FileFormat.PUFFIN):
             raise RowCheckFailed(f"{what} {file.path} is {file.file_format.name}, not Parquet")
         try:
+            require_regular(file.path, what)  # a FIFO would hold this thread forever
             return read()
         except RowCheckFailed:
             raise
