@@ -87,6 +87,7 @@ class RowFile:
     encrypted: bool = False
     referenced_field: str | None = None  # ``referenced_data_file`` as listed (not from bounds)
     stats: FileStats = field(default_factory=lambda: FileStats())
+    first_row_id: int | None = None  # format 3: its own, or inherited from its manifest
 
     @property
     def key(self) -> FileKey:
@@ -144,6 +145,7 @@ def row_file(entry: Entry) -> RowFile:
         equality_ids=tuple(ids) if ids else (), offset=entry.file.offset,
         length=record[_CONTENT_SIZE], referenced=entry.file.referenced_data_file,
         encrypted=record[_KEY_METADATA] is not None, referenced_field=record[_REFERENCED],
+        first_row_id=entry.file.first_row_id,
         stats=FileStats(*(dict(record[i] or ()) for i in (_VALUE_COUNTS, _NULL_COUNTS,
                                                           _NAN_COUNTS, _LOWER, _UPPER))))
 
