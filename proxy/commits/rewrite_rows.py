@@ -47,6 +47,7 @@ from proxy.commits.diff import SnapshotChange
 from proxy.commits.manifests import FileKey
 from proxy.commits.rowfiles import RowCheckFailed, RowFile
 from proxy.commits.rowkeys import RowKeyError, is_sub_multiset, rows_deleted_by
+from proxy.commits.rowlineage import comparable
 from proxy.commits.rowscope import applies, may_apply
 from proxy.commits.rowstats import metrics_problem
 
@@ -91,8 +92,9 @@ class _Rewrite:
         for data in kept:
             if not self._keeps_deleted_rows(data, before, after):
                 return False
-        gone = [self._live(r, before, self._removed_rows(r)) for r in removed]
-        new = [self._live(a, after, self._added_rows(a)) for a in added]
+        gone = comparable([self._live(r, before, self._removed_rows(r)) for r in removed],
+                          removed)
+        new = comparable([self._live(a, after, self._added_rows(a)) for a in added], removed)
         count_gone, count_new = (sum(t.num_rows for t in ts) for ts in (gone, new))
         same = count_gone == count_new and is_sub_multiset(new, gone)
         self.rows.note(

@@ -11,6 +11,10 @@ ids, or made them look updated (or not updated) since some sequence number, chan
 incremental and change-data readers see, so it is no data-equivalent rewrite; and an honest
 one, which writes the lineage columns, is not refused for holding columns outside the schema.
 
+Rows that had no lineage before (a removed file without ``first_row_id``: written before the
+table had row lineage) get new ids wherever they go, as Java's compaction gives them; where a
+snapshot removes such a file, its rows are compared without lineage (``comparable``).
+
 ``first_row_ids`` assigns inherited ``first_row_id``s the way readers do: in manifest order,
 each live data entry without one of its own takes the manifest's next id and advances it by
 its record count.
@@ -68,6 +72,15 @@ def with_lineage(rows: pa.Table, data: RowFile) -> pa.Table:
         own = rows.column(index).combine_chunks().cast(pa.int64())
         rows = rows.set_column(index, rows.field(index), pc.coalesce(own, inherited))
     return rows
+
+
+def comparable(tables: list[pa.Table], removed: Iterable[RowFile]) -> list[pa.Table]:
+    """``tables`` as they are compared: without the lineage columns when one of the ``removed``
+    data files gave its rows none (their new ids are the table's to assign)."""
+    if all(f.first_row_id is not None for f in removed):
+        return tables
+    names = set(_NAMES.values())
+    return [t.select([n for n in t.column_names if n not in names]) for t in tables]
 
 
 def first_row_ids(manifest: ManifestFile, files: Iterable[tuple[bool, RowFile]]

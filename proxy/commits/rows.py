@@ -59,7 +59,7 @@ from proxy.commits.manifests import ContentFile, ManifestReader
 from proxy.commits.rewrite_rows import data_equivalent
 from proxy.commits.rowfiles import ContentReader, RowBudget, RowCheckFailed, RowFile, row_file
 from proxy.commits.rowkeys import RowKeyError, is_sub_multiset, rows_deleted_by
-from proxy.commits.rowlineage import first_row_ids, lineage_schema, with_lineage
+from proxy.commits.rowlineage import comparable, first_row_ids, lineage_schema, with_lineage
 from proxy.commits.rowscope import applies, may_apply, same_partition, unpartitioned
 from proxy.commits.rowstats import metrics_problem, partition_problem
 
@@ -162,8 +162,8 @@ class SnapshotRows:
                     for r in removed}
         self.reserve([*removed, *added, *{d.key: d for ds in applying.values()
                                            for d in ds}.values()])
-        added_rows = [self.compared_rows(f, True) for f in added]
-        live_rows = [self._live_rows(r, applying[r.key]) for r in removed]
+        added_rows = comparable([self.compared_rows(f, True) for f in added], removed)
+        live_rows = comparable([self._live_rows(r, applying[r.key]) for r in removed], removed)
         subset = is_sub_multiset(added_rows, live_rows)
         count_added = sum(t.num_rows for t in added_rows)
         count_live = sum(t.num_rows for t in live_rows)

@@ -230,3 +230,25 @@ def test_a_v3_copy_on_write_delete_by_a_delete_only_principal_lands(
     spark.sql(f"DELETE FROM {deleter}.{name} WHERE id = 5").collect()
     assert last_evidence(v3, name)["classification"] == "DELETE"
     assert lineage(spark, admin, name) == expected
+
+
+@pytest.mark.spark
+def test_compacting_rows_written_before_the_upgrade_to_v3_lands(spark: Any,
+                                                                v3: RunningProxy) -> None:
+    """Rows written on format 2 have no lineage: compacted by the first commit after the
+    upgrade, Java gives them new ids (the new file's), which is no change of theirs."""
+    admin, compactor = "lin_admin", "lin_compactor"
+    add_rest_catalog(spark, admin, v3.url, credential=ADMIN)
+    add_rest_catalog(spark, compactor, v3.url, credential=COMPACTOR)
+    name = f"demo.u{uuid.uuid4().hex[:8]}"
+    spark.sql(f"CREATE TABLE {admin}.{name} (id BIGINT, region STRING) USING iceberg "
+              "TBLPROPERTIES ('format-version'='2')")
+    for first in (1, 4):
+        spark.sql(f"INSERT INTO {admin}.{name} SELECT /*+ REPARTITION(1) */ * FROM VALUES "
+                  f"({first}, 'eu'), ({first + 1}, 'us') AS v(id, region)")
+    spark.sql(f"ALTER TABLE {admin}.{name} SET TBLPROPERTIES ('format-version'='3')")
+    rows = table_state(v3.url, name)[0]
+    spark.sql(f"CALL {compactor}.system.rewrite_data_files(table => '{name}', "
+              "options => map('min-input-files', '2'))").collect()
+    assert last_evidence(v3, name)["classification"] == "REWRITE"
+    assert table_state(v3.url, name)[0] == rows
