@@ -1,6 +1,7 @@
 """Do an added Parquet file's columns make it the kind of content file it claims to be, of this
 table? Checked from the footer's schema (its Iceberg field ids, or the table's name mapping when
-the file has none, as readers resolve it):
+the file has none, as readers resolve it; a file with ids on some columns only is refused: Java
+reads it by id, pyiceberg by the name mapping, and the two read different columns):
 
 * data files and equality delete files: every field id is a column of the table (the newest of
   its schemas that has it) and its type reads as that column's type (equal, or an Iceberg type
@@ -148,7 +149,38 @@ def check_columns(data_file: DataFile, converted: Schema, rules: FileRules) -> N
                                      f"column(s) {missing[:10]}")
 
 
+def partly_identified(arrow: pa.Schema) -> bool:
+    """True for a file schema in which some fields carry an Iceberg field id and some do not.
+    Java reads such a file by id (a field without one is not read); pyiceberg applies the
+    table's name mapping to it, by name: the two read different columns."""
+    found = {_has_id(f) for f in _all_fields(arrow)}
+    return found == {True, False}
+
+
+def _has_id(field: pa.Field) -> bool:
+    return b"PARQUET:field_id" in (field.metadata or {})
+
+
+def _all_fields(arrow: pa.Schema) -> list[pa.Field]:
+    pending, fields = list(arrow), []
+    while pending:
+        current = pending.pop()
+        fields.append(current)
+        kind = current.type
+        if pa.types.is_struct(kind):
+            pending += [kind.field(i) for i in range(kind.num_fields)]
+        elif pa.types.is_map(kind):
+            pending += [kind.key_field, kind.item_field]
+        elif pa.types.is_list(kind) or pa.types.is_large_list(kind) \
+                or pa.types.is_fixed_size_list(kind):
+            pending.append(kind.value_field)
+    return fields
+
+
 def _file_schema(arrow: pa.Schema, rules: FileRules, shown: str) -> Schema:
+    if partly_identified(arrow):
+        raise UnverifiableCommit(f"content file {shown} gives Iceberg field ids to some of its "
+                                 "columns only: readers disagree which columns it holds")
     try:
         return pyarrow_to_schema(arrow, name_mapping=rules.name_mapping,
                                  downcast_ns_timestamp_to_us=True,
