@@ -44,7 +44,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Record
 from pyroaring import BitMap64
 
-from proxy.commits.columns import partly_identified
+from proxy.commits.columns import id_problem
 from proxy.commits.confine import require_regular
 from proxy.commits.manifests import Entry, FileKey, file_key
 
@@ -238,9 +238,10 @@ class ContentReader:
         with self.io.new_input(file.path).open() as stream:
             parquet = pq.ParquetFile(stream)
             metadata = parquet.metadata
-            if partly_identified(parquet.schema_arrow):
-                raise RowCheckFailed(f"{what} {file.path} gives field ids to some columns "
-                                     "only: readers disagree which columns it holds")
+            problem = id_problem(parquet.schema_arrow)
+            if problem is not None:
+                raise RowCheckFailed(f"{what} {file.path} {problem}: readers disagree which "
+                                     "columns it holds")
             if within is not None:
                 extra = _field_ids(parquet.schema_arrow) - set(within.field_ids)
                 if extra:

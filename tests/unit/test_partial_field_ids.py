@@ -63,6 +63,23 @@ def partial_ids(rt: RowTable, ids: list[int], names: list[str]) -> DataFile:
                               file_size_in_bytes=len(rt.table.io.new_input(path)))
 
 
+def duplicated_id(rt: RowTable, names: list[str], other: list[str]) -> DataFile:
+    """Field id 2 on two columns: ``name`` and ``other`` (pyiceberg reads the last)."""
+    def field(name: str, kind: pa.DataType, field_id: int) -> pa.Field:
+        return pa.field(name, kind, metadata={b"PARQUET:field_id": str(field_id).encode()})
+    schema = pa.schema([field("id", pa.int64(), 1), field("name", pa.string(), 2),
+                        field("other", pa.string(), 2)])
+    table = pa.table({"id": list(range(1, len(names) + 1)), "name": names, "other": other},
+                     schema=schema)
+    path = rt.path("duplicated") + ".parquet"
+    with rt.table.io.new_output(path).create() as out:
+        pq.write_table(table, out)
+    return DataFile.from_args(content=DataFileContent.DATA, file_path=path,
+                              file_format=FileFormat.PARQUET, partition=Record(),
+                              record_count=len(names),
+                              file_size_in_bytes=len(rt.table.io.new_input(path)))
+
+
 def classify(rt: RowTable, manifests: list[Any], operation: str, sid: int) -> Any:
     body = rt.crafter.body(rt.crafter.snapshot(sid, manifests, operation))
     return classify_commit(body, rt.table.metadata, rt.table.io, limits=CommitLimits())
@@ -92,3 +109,14 @@ def test_a_partially_identified_file_is_never_read_as_the_rows(rt: RowTable, ope
         assert "field ids" in str(refused)
         return
     assert Action.UPDATE in intent.actions, intent.evidence.row_checks
+
+
+def test_a_file_giving_one_id_to_two_columns_is_refused(rt: RowTable) -> None:
+    """Which of the two a reader takes is its own choice: pyiceberg took the last, so a
+    compaction with the real names in it and anything in the first passed as REWRITE."""
+    [(f1, seq)] = rt.data_files()
+    sid = next(_ids)
+    added = duplicated_id(rt, ["x"] * 4, ["n1", "n2", "n3", "n4"])
+    manifest = rt.crafter.manifest(sid, [(DELETED, f1, seq), (ADDED, added, 0)])
+    with pytest.raises(UnverifiableCommit, match="one Iceberg field id to several columns"):
+        classify(rt, [manifest], "replace", sid)
