@@ -55,6 +55,7 @@ from proxy.commits.footstats import (
     FooterStats,
     footer_stats,
     metrics_disagreement,
+    with_float_spans,
 )
 from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.limits import CommitLimits
@@ -242,8 +243,8 @@ def _parquet(stream: object, size: int, budget: _Budget, limits: CommitLimits,
         stream.seek(0)  # type: ignore[attr-defined]
         parquet = pq.ParquetFile(stream)
         metadata = parquet.metadata
-        return Footer(int(metadata.num_rows), _as_iceberg_reads(parquet),
-                      footer_stats(metadata))
+        stats = with_float_spans(parquet, footer_stats(metadata), budget.charge)
+        return Footer(int(metadata.num_rows), _as_iceberg_reads(parquet), stats)
     except UnverifiableCommit:
         raise
     except Exception as exc:  # not Parquet, truncated, corrupt footer: all refused alike
