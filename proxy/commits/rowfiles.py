@@ -47,6 +47,7 @@ from pyroaring import BitMap64
 from proxy.commits.columns import id_problem
 from proxy.commits.confine import require_regular
 from proxy.commits.manifests import Entry, FileKey, file_key
+from proxy.commits.rowgroups import row_group_problem
 
 T = TypeVar("T")
 
@@ -203,8 +204,9 @@ class ContentReader:
     def data_rows(self, data: RowFile, schema: Schema, strict: bool = False) -> pa.Table:
         """The rows of a data file projected onto ``schema`` by field id, in file order.
 
-        ``strict``: the file may hold no column outside ``schema`` (a value there would be
-        invisible now but could surface under another schema).
+        ``strict`` (a file the snapshot adds): the file may hold no column outside ``schema`` (a
+        value there would be invisible now but could surface under another schema), and its
+        row-group statistics must describe its rows (``rowgroups``).
         """
         def read() -> pa.Table:
             self._footer(data, "data file", schema if strict else None)
@@ -212,6 +214,8 @@ class ContentReader:
             if rows.num_rows != data.records:
                 raise RowCheckFailed(f"data file {data.path} yields {rows.num_rows} rows, its "
                                      f"manifest entry says {data.records}")
+            if strict:
+                self._row_groups(data)
             return rows
         return self._guarded(data, "data file", read)
 
@@ -260,6 +264,14 @@ class ContentReader:
                            for g in in_groups for c in range(columns)))
         decoded = max(declared, file.records * max(columns, 1) * _VALUE_COST)
         self.budget.charge(max(decoded - size, 0), f"the decoded rows of {file.path}")
+
+    def _row_groups(self, data: RowFile) -> None:
+        """An added file's row-group statistics must describe its rows (``rowgroups``):
+        readers skip row groups by them."""
+        with self.io.new_input(data.path).open() as stream:
+            problem = row_group_problem(pq.ParquetFile(stream))
+        if problem is not None:
+            raise RowCheckFailed(f"data file {data.path}: {problem}")
 
     def _parquet(self, delete: RowFile) -> dict[str, pa.Array]:
         self._footer(delete, "position delete file")
