@@ -1,6 +1,8 @@
 """Do an added Parquet file's columns make it the kind of content file it claims to be, of this
 table? Checked from the footer's schema (its Iceberg field ids, or the table's name mapping when
-the file has none, as readers resolve it):
+the file has none, as readers resolve it; a file with ids on some columns only is refused: Java
+reads it by id, pyiceberg by the name mapping, and the two read different columns; so is one
+that gives an id to several columns):
 
 * data files and equality delete files: every field id is a column of the table (the newest of
   its schemas that has it) and its type reads as that column's type (equal, or an Iceberg type
@@ -148,7 +150,48 @@ def check_columns(data_file: DataFile, converted: Schema, rules: FileRules) -> N
                                      f"column(s) {missing[:10]}")
 
 
+def id_problem(arrow: pa.Schema) -> str | None:
+    """Why readers could read a file schema's columns differently, or None: some fields carry
+    an Iceberg field id and some do not (Java reads such a file by id, ignoring the others;
+    pyiceberg applies the table's name mapping to it, by name), or two fields carry the same
+    id (which one is read is the reader's choice)."""
+    fields = _all_fields(arrow)
+    if {_has_id(f) for f in fields} == {True, False}:
+        return "gives Iceberg field ids to some of its columns only"
+    ids = [(f.metadata or {}).get(_FIELD_ID) for f in fields if _has_id(f)]
+    if len(ids) != len(set(ids)):
+        return "gives one Iceberg field id to several columns"
+    return None
+
+
+_FIELD_ID = b"PARQUET:field_id"
+
+
+def _has_id(field: pa.Field) -> bool:
+    return _FIELD_ID in (field.metadata or {})
+
+
+def _all_fields(arrow: pa.Schema) -> list[pa.Field]:
+    pending, fields = list(arrow), []
+    while pending:
+        current = pending.pop()
+        fields.append(current)
+        kind = current.type
+        if pa.types.is_struct(kind):
+            pending += [kind.field(i) for i in range(kind.num_fields)]
+        elif pa.types.is_map(kind):
+            pending += [kind.key_field, kind.item_field]
+        elif pa.types.is_list(kind) or pa.types.is_large_list(kind) \
+                or pa.types.is_fixed_size_list(kind):
+            pending.append(kind.value_field)
+    return fields
+
+
 def _file_schema(arrow: pa.Schema, rules: FileRules, shown: str) -> Schema:
+    problem = id_problem(arrow)
+    if problem is not None:
+        raise UnverifiableCommit(f"content file {shown} {problem}: readers disagree which "
+                                 "columns it holds")
     try:
         return pyarrow_to_schema(arrow, name_mapping=rules.name_mapping,
                                  downcast_ns_timestamp_to_us=True,

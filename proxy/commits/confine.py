@@ -25,7 +25,11 @@ Local files (``file`` scheme, no authority, or a bare path) are also identified 
 are: the location (as written and decoded) with every symbolic link resolved (``realpath``) must
 lie under a root resolved the same way, so a link under the table's location that points at
 another table's file (or anywhere else) is refused like the file's own location would be.
-Object stores have no links: their locations are compared as written.
+Object stores have no links: their locations are compared as written. A local file icegov
+opens to verify a commit must be a regular file or a directory (``require_regular``): a named
+pipe or a device under the table's location would hold the reading thread forever (opening a
+FIFO waits for a writer), past every time budget; a directory fails to open at once and is
+refused as unreadable, like a missing file.
 
 A refused location is never opened, so the refusal says the same whether the file exists or not.
 A root that is a whole local file system (``/``, also once resolved) admits nothing; a whole
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
@@ -149,11 +154,30 @@ class TableLocations:
         return tuple(r for r in real if r.segments)
 
     def require(self, path: str, what: str) -> None:
-        """Refuse (400, without reading it) a ``what`` at ``path`` outside the table."""
+        """Refuse (400, without reading it) a ``what`` at ``path`` outside the table, or a
+        local one that is not a regular file (``require_regular``)."""
         if not self.admits(path):
             raise UnverifiableCommit(
                 f"cannot verify the commit: {what} {shown_path(path)} is not under the table's "
                 "locations (location, write.data.path, write.metadata.path)")
+        require_regular(path, what)
+
+
+def require_regular(path: str, what: str) -> None:
+    """Refuse (400) a local ``path`` that exists but is neither a regular file nor a directory
+    once links are resolved (a FIFO, socket or device: opening one can block forever). Missing
+    files, directories and object-store locations pass: reading them fails at once, with the
+    message an unreadable file gets (so they look alike)."""
+    parsed = parse_location(path)
+    local = [p for p in parsed or () if _is_local(p)]
+    for location in local:
+        try:
+            mode = os.stat("/" + "/".join(location.segments)).st_mode
+        except (OSError, ValueError):
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise UnverifiableCommit(f"cannot verify the commit: {what} {shown_path(path)} is "
+                                     "not a regular file")
 
 
 def _is_local(location: Location) -> bool:

@@ -10,8 +10,9 @@ forwarded: an ordinary commit (INSERT, DELETE's delete files, UPDATE, REWRITE: t
   the commit's ``footer_bytes_budget`` and bounded per file by ``max_footer_bytes``, then
   ``ParquetFile(...).metadata`` through the table's FileIO). Its row count must be the
   declared ``record_count``; its columns must fit what the file claims to be, under the table's
-  schemas (``columns``: field ids the table has, types equal or promoted, position
-  deletes' reserved columns, equality deletes' ``equality_ids``); the column metrics the entry
+  schemas (``columns``: field ids the table has, types equal or promoted, an INT96 column as
+  the ``timestamptz`` Iceberg reads it as, position deletes' reserved columns, equality
+  deletes' ``equality_ids``); the column metrics the entry
   declares must be proven by the footer's statistics (``footstats``);
 * a deletion vector (Puffin): its blob (``content_offset`` / ``content_size_in_bytes``) lies
   inside the file, after the Puffin magic;
@@ -48,13 +49,14 @@ from pyiceberg.manifest import DataFile, FileFormat
 from pyiceberg.table.metadata import TableMetadata
 
 from proxy.commits.columns import ROW_LINEAGE_IDS, FileRules, check_columns, file_schema
-from proxy.commits.confine import canonical_location, shown_path
+from proxy.commits.confine import canonical_location, require_regular, shown_path
 from proxy.commits.diff import SnapshotChange
 from proxy.commits.footstats import (
     FileColumns,
     FooterStats,
     footer_stats,
     metrics_disagreement,
+    with_float_spans,
 )
 from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.limits import CommitLimits
@@ -191,6 +193,7 @@ def _footer(data_file: DataFile, table_uuid: str, io: FileIO, budget: _Budget,
     parquet = data_file.file_format == FileFormat.PARQUET
     path = data_file.file_path
     try:
+        require_regular(path, "content file")  # never open a FIFO: it blocks forever
         with io.new_input(path).open() as stream:
             size = stream.seek(0, 2)
             _check_size(data_file, size)
@@ -235,11 +238,34 @@ def _parquet(stream: object, size: int, budget: _Budget, limits: CommitLimits,
         stream.seek(0)  # type: ignore[attr-defined]
         parquet = pq.ParquetFile(stream)
         metadata = parquet.metadata
-        return Footer(int(metadata.num_rows), parquet.schema_arrow, footer_stats(metadata))
+        stats = with_float_spans(parquet, footer_stats(metadata), budget.charge)
+        return Footer(int(metadata.num_rows), _as_iceberg_reads(parquet), stats)
     except UnverifiableCommit:
         raise
     except Exception as exc:  # not Parquet, truncated, corrupt footer: all refused alike
         raise not_parquet from exc
+
+
+def _as_iceberg_reads(parquet: pq.ParquetFile) -> pa.Schema:
+    """The file's Arrow schema with its INT96 columns as Iceberg reads them: ``timestamptz``
+    (Spark and Hive wrote them before Iceberg; pyarrow reads them as zone-less timestamps)."""
+    int96 = {tuple(column.path.split(".")) for column in
+             (parquet.schema.column(i) for i in range(len(parquet.schema)))
+             if column.physical_type == "INT96"}
+    schema = parquet.schema_arrow
+    if not int96:
+        return schema
+    return pa.schema([_zoned(f, (f.name,), int96) for f in schema], metadata=schema.metadata)
+
+
+def _zoned(field: pa.Field, path: tuple[str, ...], int96: set[tuple[str, ...]]) -> pa.Field:
+    if path in int96 and pa.types.is_timestamp(field.type) and field.type.tz is None:
+        return field.with_type(pa.timestamp(field.type.unit, tz="UTC"))
+    if pa.types.is_struct(field.type):
+        children = [_zoned(field.type.field(i), (*path, field.type.field(i).name), int96)
+                    for i in range(field.type.num_fields)]
+        return field.with_type(pa.struct(children))
+    return field
 
 
 def _check_blob(stream: object, data_file: DataFile, size: int) -> None:

@@ -20,8 +20,9 @@ statistics, so the footer can prove them, and a claim it cannot prove is refused
   min and a max (NaN does not count as one): a bound the footer cannot prove is **refused**,
   never taken on trust, so a file cannot hide rows from pruning by leaving its statistics out.
   Writers derive bounds from the same statistics, so an honest file without them declares no
-  bounds. (Iceberg Java takes float and double bounds from its writer, not the footer: a
-  column holding NaN whose footer has no min/max is refused when it declares bounds.)
+  bounds. (Iceberg Java takes float and double bounds from its writer, not the footer, and
+  parquet-mr writes no min/max for a row group holding NaN: for such a float or double column
+  outside lists and maps, ``with_float_spans`` reads its values to prove the bounds.)
 
 Values are compared in one domain per type: integers (booleans as 0/1, decimals unscaled,
 times and timestamps in nanoseconds, from the footer's unit), floats (``-0.0 == 0.0``: the
@@ -35,12 +36,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.conversions import from_bytes
 from pyiceberg.io.pyarrow import parquet_path_to_id_mapping
@@ -108,6 +111,50 @@ def footer_stats(metadata: pq.FileMetaData) -> dict[str, LeafStats]:
         raise CommitTooLarge(f"a Parquet footer has more than {MAX_CHUNKS} column chunks")
     return {metadata.schema.column(i).path: _leaf(metadata, i)
             for i in range(metadata.num_columns)}
+
+
+def with_float_spans(parquet: pq.ParquetFile, stats: FooterStats,
+                     charge: Callable[[int], None]) -> FooterStats:
+    """``stats`` with each float or double column whose footer cannot prove a span (a row
+    group holding NaN has no min/max) proven from its values instead: read (``charge``d at its
+    chunks' compressed size), NaN and nulls left out. A column inside a list or map, or one
+    whose path cannot be followed, stays unproven."""
+    metadata = parquet.metadata
+    wanted: dict[str, int] = {}
+    for position in range(metadata.num_columns):
+        column = metadata.schema.column(position)
+        leaf = stats.get(column.path)
+        if leaf is not None and not leaf.proven and column.max_repetition_level == 0 \
+                and column.physical_type in ("FLOAT", "DOUBLE"):
+            wanted[column.path] = position
+    if not wanted:
+        return stats
+    charge(sum(metadata.row_group(g).column(p).total_compressed_size
+               for g in range(metadata.num_row_groups) for p in wanted.values()))
+    table = parquet.read(columns=sorted(wanted))
+    found = dict(stats)
+    for path in wanted:
+        values = _column_values(table, path)
+        if values is None:
+            continue
+        values = values.filter(pc.invert(pc.is_nan(values))).drop_null()
+        span = pc.min_max(values) if len(values) else None
+        found[path] = replace(found[path], proven=True,
+                              least=None if span is None else float(span["min"].as_py()),
+                              greatest=None if span is None else float(span["max"].as_py()))
+    return found
+
+
+def _column_values(table: pa.Table, path: str) -> pa.Array | None:
+    parts = path.split(".")
+    if parts[0] not in table.column_names:
+        return None
+    values = table.column(parts[0]).combine_chunks()
+    for part in parts[1:]:
+        if not pa.types.is_struct(values.type) or values.type.get_field_index(part) < 0:
+            return None
+        values = values.flatten()[values.type.get_field_index(part)]
+    return values if pa.types.is_floating(values.type) else None
 
 
 def _leaf(metadata: pq.FileMetaData, position: int) -> LeafStats:
@@ -307,6 +354,23 @@ def _claimed(raw: Any, file_type: IcebergType, table_type: IcebergType) -> Any:
     raise _Unprovable
 
 
+def _unscaled(value: Decimal, scale: int) -> int:
+    """``value`` as an unscaled integer of ``scale``, exactly (``Decimal.scaleb`` rounds to the
+    context's 28 digits: a ``decimal(38, s)`` bound would move)."""
+    sign, digits, exponent = value.as_tuple()
+    if not isinstance(exponent, int):
+        raise _Unprovable
+    unscaled: int = int("".join(map(str, digits)) or "0")
+    shift = exponent + scale
+    if shift >= 0:
+        unscaled *= 10 ** shift
+    else:
+        unscaled, rest = divmod(unscaled, 10 ** -shift)
+        if rest:
+            raise _Unprovable
+    return -unscaled if sign else unscaled
+
+
 def _domain(kind: PrimitiveType, value: Any) -> Any:
     if isinstance(kind, _INTEGRAL):
         return int(value)
@@ -319,7 +383,7 @@ def _domain(kind: PrimitiveType, value: Any) -> Any:
             raise _Unprovable
         return float(value)
     if isinstance(kind, DecimalType) and isinstance(value, Decimal):
-        return int(value.scaleb(kind.scale))
+        return _unscaled(value, kind.scale)
     if isinstance(kind, UUIDType) and isinstance(value, UUID):
         return value.bytes
     if isinstance(kind, _BYTES):

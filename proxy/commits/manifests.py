@@ -53,7 +53,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Record
 
 from proxy.commits.avro_readers import open_avro
-from proxy.commits.confine import TableLocations, canonical_location
+from proxy.commits.confine import TableLocations, canonical_location, require_regular
 from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.limits import CommitLimits
 from proxy.commits.lru import SizedLru
@@ -259,6 +259,7 @@ class ManifestReader:
     def _read_list(self, manifest_list: str) -> tuple[ManifestFile, ...]:
         limit = self.limits.max_manifests
         manifests: list[ManifestFile] = []
+        require_regular(manifest_list, "manifest list")  # a FIFO would hold the thread forever
         with open_avro(self.io, manifest_list, "manifest list", MANIFEST_LIST_FILE_SCHEMAS[3],
                        {-1: ManifestFile, 508: PartitionFieldSummary},
                        {517: ManifestContent}) as reader:
@@ -277,6 +278,7 @@ class ManifestReader:
             raise CommitTooLarge(f"verifying the commit would open more than {limit} manifests")
         self.manifests_opened += 1
         entries: list[ManifestEntry] = []
+        require_regular(manifest.manifest_path, "manifest file")
         with open_avro(self.io, manifest.manifest_path, "manifest", MANIFEST_ENTRY_SCHEMAS[3],
                        {-1: ManifestEntry, 2: DataFile},
                        {0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent}) as reader:

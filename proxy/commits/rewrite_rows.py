@@ -13,9 +13,11 @@ that adds or removes files is data-equivalent only if
   deleted by another, or its data file goes), one it adds deletes nothing that was live.
 
 Rows are compared as the copy-on-write check compares them (``rows``, ``rowkeys``): in the
-table's current schema, by field id, as multisets of canonical keys; an added data file holds no
-column outside the schema; each compared data file's manifest entry describes its rows
-(partition; and metrics for added files, which readers prune on: ``rowstats``).
+table's current schema, by field id, with their row lineage on format 3 (``rowlineage``: a
+compaction keeps every row's ``_row_id`` and ``_last_updated_sequence_number``), as multisets of
+canonical keys; an added data file holds no column outside the schema and the lineage columns;
+each compared data file's manifest entry describes its rows (partition; and metrics for added
+files, which readers prune on: ``rowstats``).
 
 Which delete file deletes which row follows the readers, and where they could disagree the check
 fails rather than pick one: a position delete file (or DV) counts for a data file when its rows
@@ -45,6 +47,7 @@ from proxy.commits.diff import SnapshotChange
 from proxy.commits.manifests import FileKey
 from proxy.commits.rowfiles import RowCheckFailed, RowFile
 from proxy.commits.rowkeys import RowKeyError, is_sub_multiset, rows_deleted_by
+from proxy.commits.rowlineage import comparable
 from proxy.commits.rowscope import applies, may_apply
 from proxy.commits.rowstats import metrics_problem
 
@@ -89,8 +92,9 @@ class _Rewrite:
         for data in kept:
             if not self._keeps_deleted_rows(data, before, after):
                 return False
-        gone = [self._live(r, before, self._removed_rows(r)) for r in removed]
-        new = [self._live(a, after, self._added_rows(a)) for a in added]
+        gone = comparable([self._live(r, before, self._removed_rows(r)) for r in removed],
+                          removed)
+        new = comparable([self._live(a, after, self._added_rows(a)) for a in added], removed)
         count_gone, count_new = (sum(t.num_rows for t in ts) for ts in (gone, new))
         same = count_gone == count_new and is_sub_multiset(new, gone)
         self.rows.note(
@@ -205,14 +209,10 @@ class _Rewrite:
         return matched
 
     def _removed_rows(self, data: RowFile) -> Rows:
-        schema = self.rows.metadata.schema()
-        return self._cached(data, lambda: self.rows.described(
-            data, self.rows.content.data_rows(data, schema), False))
+        return self._cached(data, lambda: self.rows.compared_rows(data, False))
 
     def _added_rows(self, data: RowFile) -> Rows:
-        schema = self.rows.metadata.schema()
-        return self._cached(data, lambda: self.rows.described(
-            data, self.rows.content.data_rows(data, schema, strict=True), True))
+        return self._cached(data, lambda: self.rows.compared_rows(data, True))
 
     def _kept_rows(self, data: RowFile) -> Rows:
         schema = self.rows.metadata.schema()

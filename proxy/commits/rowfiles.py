@@ -44,7 +44,10 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Record
 from pyroaring import BitMap64
 
+from proxy.commits.columns import id_problem
+from proxy.commits.confine import require_regular
 from proxy.commits.manifests import Entry, FileKey, file_key
+from proxy.commits.rowgroups import row_group_problem
 
 T = TypeVar("T")
 
@@ -86,6 +89,7 @@ class RowFile:
     encrypted: bool = False
     referenced_field: str | None = None  # ``referenced_data_file`` as listed (not from bounds)
     stats: FileStats = field(default_factory=lambda: FileStats())
+    first_row_id: int | None = None  # format 3: its own, or inherited from its manifest
 
     @property
     def key(self) -> FileKey:
@@ -143,6 +147,7 @@ def row_file(entry: Entry) -> RowFile:
         equality_ids=tuple(ids) if ids else (), offset=entry.file.offset,
         length=record[_CONTENT_SIZE], referenced=entry.file.referenced_data_file,
         encrypted=record[_KEY_METADATA] is not None, referenced_field=record[_REFERENCED],
+        first_row_id=entry.file.first_row_id,
         stats=FileStats(*(dict(record[i] or ()) for i in (_VALUE_COUNTS, _NULL_COUNTS,
                                                           _NAN_COUNTS, _LOWER, _UPPER))))
 
@@ -199,8 +204,9 @@ class ContentReader:
     def data_rows(self, data: RowFile, schema: Schema, strict: bool = False) -> pa.Table:
         """The rows of a data file projected onto ``schema`` by field id, in file order.
 
-        ``strict``: the file may hold no column outside ``schema`` (a value there would be
-        invisible now but could surface under another schema).
+        ``strict`` (a file the snapshot adds): the file may hold no column outside ``schema`` (a
+        value there would be invisible now but could surface under another schema), and its
+        row-group statistics must describe its rows (``rowgroups``).
         """
         def read() -> pa.Table:
             self._footer(data, "data file", schema if strict else None)
@@ -208,6 +214,8 @@ class ContentReader:
             if rows.num_rows != data.records:
                 raise RowCheckFailed(f"data file {data.path} yields {rows.num_rows} rows, its "
                                      f"manifest entry says {data.records}")
+            if strict:
+                self._row_groups(data)
             return rows
         return self._guarded(data, "data file", read)
 
@@ -217,6 +225,7 @@ class ContentReader:
         if file.file_format not in (FileFormat.PARQUET, FileFormat.PUFFIN):
             raise RowCheckFailed(f"{what} {file.path} is {file.file_format.name}, not Parquet")
         try:
+            require_regular(file.path, what)  # a FIFO would hold this thread forever
             return read()
         except RowCheckFailed:
             raise
@@ -233,6 +242,10 @@ class ContentReader:
         with self.io.new_input(file.path).open() as stream:
             parquet = pq.ParquetFile(stream)
             metadata = parquet.metadata
+            problem = id_problem(parquet.schema_arrow)
+            if problem is not None:
+                raise RowCheckFailed(f"{what} {file.path} {problem}: readers disagree which "
+                                     "columns it holds")
             if within is not None:
                 extra = _field_ids(parquet.schema_arrow) - set(within.field_ids)
                 if extra:
@@ -251,6 +264,14 @@ class ContentReader:
                            for g in in_groups for c in range(columns)))
         decoded = max(declared, file.records * max(columns, 1) * _VALUE_COST)
         self.budget.charge(max(decoded - size, 0), f"the decoded rows of {file.path}")
+
+    def _row_groups(self, data: RowFile) -> None:
+        """An added file's row-group statistics must describe its rows (``rowgroups``):
+        readers skip row groups by them."""
+        with self.io.new_input(data.path).open() as stream:
+            problem = row_group_problem(pq.ParquetFile(stream))
+        if problem is not None:
+            raise RowCheckFailed(f"data file {data.path}: {problem}")
 
     def _parquet(self, delete: RowFile) -> dict[str, pa.Array]:
         self._footer(delete, "position delete file")

@@ -23,7 +23,9 @@ a DELETE when every added row is one of the removed files' *live* rows, as a mul
 otherwise UPDATE. Live rows are a removed file's rows minus those that delete files live before
 the snapshot may delete (``rowscope.may_apply``: positions, DVs, equality values in its
 partition): re-adding a row a delete file had removed re-exposes it. Rows are compared in the
-table's current schema, by field id; an added file may hold no column outside it. What readers
+table's current schema, by field id, and on format 3 with their row lineage as readers see it
+(``rowlineage``: ``_row_id`` and ``_last_updated_sequence_number``, written or inherited); an
+added file may hold no column outside that schema and the lineage columns. What readers
 take from a manifest entry instead of the file must match the file (``rowstats``): every data
 file compared must be in a known spec with the partition its rows transform to (Java fills
 identity columns from it), and an added file's ``record_count`` and metrics (counts, bounds:
@@ -57,6 +59,7 @@ from proxy.commits.manifests import ContentFile, ManifestReader
 from proxy.commits.rewrite_rows import data_equivalent
 from proxy.commits.rowfiles import ContentReader, RowBudget, RowCheckFailed, RowFile, row_file
 from proxy.commits.rowkeys import RowKeyError, is_sub_multiset, rows_deleted_by
+from proxy.commits.rowlineage import comparable, first_row_ids, lineage_schema, with_lineage
 from proxy.commits.rowscope import applies, may_apply, same_partition, unpartitioned
 from proxy.commits.rowstats import metrics_problem, partition_problem
 
@@ -159,10 +162,8 @@ class SnapshotRows:
                     for r in removed}
         self.reserve([*removed, *added, *{d.key: d for ds in applying.values()
                                            for d in ds}.values()])
-        schema = self.metadata.schema()
-        added_rows = [self.described(f, self.content.data_rows(f, schema, strict=True), True)
-                      for f in added]
-        live_rows = [self._live_rows(r, applying[r.key], schema) for r in removed]
+        added_rows = comparable([self.compared_rows(f, True) for f in added], removed)
+        live_rows = comparable([self._live_rows(r, applying[r.key]) for r in removed], removed)
         subset = is_sub_multiset(added_rows, live_rows)
         count_added = sum(t.num_rows for t in added_rows)
         count_live = sum(t.num_rows for t in live_rows)
@@ -171,10 +172,20 @@ class SnapshotRows:
                    f"of {len(removed)} removed data files: {'DELETE' if subset else 'UPDATE'}")
         return subset
 
-    def described(self, data: RowFile, rows: pa.Table, added: bool) -> pa.Table:
-        """``rows`` of ``data``, if its manifest entry describes them (partition always, metrics
-        for an added file); otherwise the check fails."""
-        schema = self.metadata.schema()
+    def compared_rows(self, data: RowFile, added: bool) -> pa.Table:
+        """``data``'s rows as the checks compare them: in the current schema, with their row
+        lineage on format 3 (``rowlineage``), if its entry describes them (``described``). An
+        added file may hold no column outside that schema."""
+        schema = lineage_schema(self.metadata)
+        rows = self.content.data_rows(data, schema, strict=added)
+        return with_lineage(self.described(data, rows, added, schema), data)
+
+    def described(self, data: RowFile, rows: pa.Table, added: bool,
+                  schema: Schema | None = None) -> pa.Table:
+        """``rows`` of ``data`` (projected onto ``schema``, by default the current one), if its
+        manifest entry describes them (partition always, metrics for an added file);
+        otherwise the check fails."""
+        schema = schema or self.metadata.schema()
         problem = partition_problem(self.metadata.specs().get(data.spec_id), schema,
                                     data.partition, rows)
         if problem is None and added:
@@ -184,8 +195,8 @@ class SnapshotRows:
                                  f"describe its rows: {problem}")
         return rows
 
-    def _live_rows(self, data: RowFile, deletes: list[RowFile], schema: Schema) -> pa.Table:
-        rows = self.described(data, self.content.data_rows(data, schema), False)
+    def _live_rows(self, data: RowFile, deletes: list[RowFile]) -> pa.Table:
+        rows = self.compared_rows(data, False)
         location = canonical_location(data.path)
         dead: list[pa.Array] = []
         for delete in deletes:
@@ -294,8 +305,9 @@ class SnapshotRows:
         for manifest in manifests:
             path = manifest.manifest_path
             if path not in self._entries:
-                self._entries[path] = [row_file(e) for e in self.reader.entries(manifest)
-                                       if e.live]
+                entries = [(e.live, row_file(e)) for e in self.reader.entries(manifest)]
+                self._entries[path] = [f for live, f in first_row_ids(manifest, entries)
+                                       if live]
             files += self._entries[path]
         return files
 

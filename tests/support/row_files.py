@@ -24,6 +24,7 @@ from pyiceberg.avro.file import AvroOutputFile
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.manifest import (
+    MANIFEST_LIST_FILE_SCHEMAS,
     DataFile,
     DataFileContent,
     FileFormat,
@@ -206,3 +207,28 @@ def v3_delete_manifest(crafter: Crafter, snapshot_id: int,
                 sequence_number=None if added else sequence,
                 file_sequence_number=None if added else sequence, data_file=file))
     return writer.to_manifest_file()
+
+
+def v3_manifest_list(io: Any, path: str, snapshot_id: int, parent: int | None, sequence: int,
+                     manifests: list[tuple[ManifestFile, int | None]]) -> None:
+    """A v3 manifest list at ``path`` of (manifest, ``first_row_id``) records (pyiceberg 0.12
+    writes v2 lists only)."""
+    records = []
+    for manifest, first_row_id in manifests:
+        fields = {name: getattr(manifest, name) for name in (
+            "manifest_path", "manifest_length", "partition_spec_id", "content",
+            "sequence_number", "min_sequence_number", "added_snapshot_id", "added_files_count",
+            "existing_files_count", "deleted_files_count", "added_rows_count",
+            "existing_rows_count", "deleted_rows_count", "partitions", "key_metadata")}
+        for name in ("sequence_number", "min_sequence_number"):
+            fields[name] = sequence if fields[name] == -1 else fields[name]
+        records.append(ManifestFile.from_args(_table_format_version=3, **fields,
+                                              first_row_id=first_row_id))
+    meta = {"snapshot-id": str(snapshot_id), "sequence-number": str(sequence),
+            "parent-snapshot-id": str(parent) if parent is not None else "null",
+            "format-version": "3", "avro.codec": "null"}
+    with AvroOutputFile[ManifestFile](
+            output_file=io.new_output(path), record_schema=MANIFEST_LIST_FILE_SCHEMAS[3],
+            file_schema=MANIFEST_LIST_FILE_SCHEMAS[3], schema_name="manifest_file",
+            metadata=meta) as writer:
+        writer.write_block(records)
