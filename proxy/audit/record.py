@@ -2,7 +2,7 @@
 
 Every request that reaches a governed endpoint produces exactly one record, written after the
 outcome is known (status and latency), whether it was allowed, denied, hidden or failed. The
-fields are documented in the README ("Audit records").
+fields are documented in proxy/audit/README.md.
 """
 
 from __future__ import annotations

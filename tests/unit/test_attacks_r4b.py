@@ -342,8 +342,8 @@ KEY = "r4b-audit-key"
 
 
 def shell_glob(log: Path) -> list[Path]:
-    """What ``icegov audit verify audit.log.[0-9]* audit.log`` passes, as the README says to
-    run it."""
+    """What ``icegov audit verify audit.log.[0-9]* audit.log`` passes, as proxy/audit/README.md
+    says to run it."""
     return [*sorted(log.parent.glob(f"{log.name}.[0-9]*")), log]
 
 

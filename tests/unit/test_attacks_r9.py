@@ -33,7 +33,7 @@ def records(log: Path) -> list[dict[str, Any]]:
 
 
 def shell_glob(log: Path) -> list[Path]:
-    """What ``icegov audit verify audit.log.[0-9]* audit.log`` (README) checks."""
+    """What ``icegov audit verify audit.log.[0-9]* audit.log`` (proxy/audit/README.md) checks."""
     return [*sorted(log.parent.glob(f"{log.name}.[0-9]*")), log]
 
 
