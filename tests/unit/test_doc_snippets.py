@@ -396,3 +396,24 @@ def test_the_pages_are_found_and_the_readme_is_short() -> None:
     assert {block.page for block in ALL} >= {"README.md", "proxy/README.md", "deploy/README.md"}
     assert len((REPO / "README.md").read_text().splitlines()) <= 300
     assert os.path.exists(REPO / "tests/README.md")
+
+
+def anchors(page: Path) -> set[str]:
+    """GitHub's anchors for the page's headings."""
+    headings = re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", page.read_text(), flags=re.S),
+                          flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+            for heading in headings}
+
+
+def test_every_link_between_the_pages_resolves() -> None:
+    for name in PAGES:
+        page = REPO / name
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if re.match(r"^[a-z]+:", target):
+                continue  # a web address
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            assert linked.exists(), f"{name}: {target}"
+            if anchor:
+                assert anchor in anchors(linked), f"{name}: {target}"
