@@ -29,9 +29,9 @@ from proxy.audit import AuditSettings
 from proxy.audit.files import rotated_files
 from proxy.cli import main
 from proxy.errors import BadRequest
+from proxy.gate.page_tokens import PageTokens
 from proxy.identity import IdentitySettings
 from proxy.keys import PUBLISHED_KEYS
-from proxy.page_tokens import PageTokens
 from proxy.planning.settings import PlanningSettings
 from proxy.planning.tokens import TaskClaims, seal, unseal
 from proxy.policy import PolicySettings

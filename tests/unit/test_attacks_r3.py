@@ -32,8 +32,8 @@ from proxy.backing.forward import Forwarder
 from proxy.catalog import store
 from proxy.catalog.purge import purge_table
 from proxy.errors import CommitStateUnknown, CommitTimeout
+from proxy.gate.listing import MAX_PAGES_PER_ANSWER
 from proxy.inbound import InboundRequest
-from proxy.listing import MAX_PAGES_PER_ANSWER
 from proxy.routes import RouteTable
 from tests.support.audit import a_record, refused_or_intact
 from tests.support.errors import assert_error_model

@@ -12,19 +12,19 @@ from urllib.parse import parse_qsl, quote, urlencode
 import httpx
 from starlette.responses import Response
 
-from proxy.admission import Admission
+from proxy.admission.admission import Admission
+from proxy.admission.intent import MAX_PAGE_SIZE
 from proxy.backing.forward import Forwarder, relayed_answer
 from proxy.errors import BackingUnavailable, BadRequest
+from proxy.gate.page_tokens import PageTokens
 from proxy.governance import Authorizer, Principal
 from proxy.inbound import InboundRequest
-from proxy.intent import MAX_PAGE_SIZE
-from proxy.page_tokens import PageTokens
 from proxy.resources import Resource
 
 
 class ListingHandlers:
     """The backing's listing with only the entries the principal can see; its page tokens
-    reach the caller sealed (``proxy.page_tokens``), never as the backing wrote them."""
+    reach the caller sealed (``proxy.gate.page_tokens``), never as the backing wrote them."""
 
     def __init__(self, forwarder: Forwarder, authorizer: Authorizer,
                  tokens: PageTokens) -> None:

@@ -27,18 +27,18 @@ from typing import Any
 
 from pyiceberg.table.metadata import TableMetadata
 
-from proxy.admission import Admission, ClassifiedChange
+from proxy.admission.admission import Admission, ClassifiedChange
+from proxy.admission.intent import PUBLIC_ENDPOINTS, Intent, Names, Need, intent_of
 from proxy.audit import AuditRecord
 from proxy.backing.offers import BackingOffers, Offer
 from proxy.errors import Forbidden, NoSuchNamespace, NoSuchTable, NotFound
-from proxy.evidence import ChangeClassifier, discard_built
+from proxy.gate.evidence import ChangeClassifier, discard_built
+from proxy.gate.nesting import NamespacePaths
 from proxy.governance import Action, Authorizer, Decision, Principal
 from proxy.identity import Authenticator
 from proxy.inbound import InboundRequest
-from proxy.intent import PUBLIC_ENDPOINTS, Intent, Names, Need, intent_of
-from proxy.nesting import NamespacePaths
-from proxy.read_views import ReadViews, describe, hidden_ids
 from proxy.reads.operation_names import judged_operation
+from proxy.reads.read_views import ReadViews, describe, hidden_ids
 from proxy.reads.writes import (
     changes_schema,
     operation_refusal,
@@ -224,7 +224,7 @@ class Gate:
                 raise Forbidden(refusal)
 
     async def _through_tables(self, inbound: InboundRequest, intent: Intent) -> None:
-        """404 for a namespace that passes through a table (``proxy.nesting``), asked of the
+        """404 for a namespace that passes through a table (``proxy.gate.nesting``), asked of the
         backing only once the request is allowed."""
         resources = _resources(intent)
         if self._namespace_paths is not None and any(len(r.namespace) > 1 for r in resources):

@@ -40,21 +40,21 @@ import structlog
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
-from proxy.admission import ClassifiedChange
+from proxy.admission.admission import ClassifiedChange
 from proxy.backing.forward import Forwarder, relayed
 from proxy.backing.tables import NO_FILE_IO, TableState, fetch_table, parse_table_state
-from proxy.commit_heads import KnownHeads, Rejudge, key_of
-from proxy.commit_queue import TableKey, TableQueue, TableSlot
 from proxy.commits.limits import CommitLimits
 from proxy.commits.reconcile import Outcome, outcome_of
 from proxy.commits.retry import CommitRetry
 from proxy.commits.snapshots import added_snapshots
 from proxy.commits.written import discard
+from proxy.committer.heads import KnownHeads, Rejudge, key_of
+from proxy.committer.pinning import pinned_change
+from proxy.committer.queue import TableKey, TableQueue, TableSlot
+from proxy.committer.rebuild import Rebuilder, rebuilder_for
 from proxy.errors import CommitFailed, CommitStateUnknown, CommitTimeout, IcebergError
 from proxy.inbound import InboundRequest
-from proxy.metrics import Metrics
-from proxy.pinning import pinned_change
-from proxy.rebuild import Rebuilder, rebuilder_for
+from proxy.ops.metrics import Metrics
 
 log = structlog.get_logger("icegov")
 

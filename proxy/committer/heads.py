@@ -64,8 +64,8 @@ from pyiceberg.table.update import (
 )
 
 from proxy.backing.tables import TableState
-from proxy.commit_queue import TableKey
 from proxy.commits.lru import SizedLru
+from proxy.committer.queue import TableKey
 from proxy.errors import IcebergError
 from proxy.resources import Resource
 

@@ -2,9 +2,9 @@
 
 icegov plans from the backing's metadata and never forwards a planning request. Every answer is
 judged the same way: load the table (the gate already decided the principal may SELECT it), work
-out the principal's read view (``proxy.read_views``), refuse a request naming a column outside
-that view (400, as a column the table lacks: ``proxy.read_context.judge``), then plan — bound to
-the principal's view of the schema — with the principal's row filter pruning manifests and
+out the principal's read view (``proxy.reads.read_views``), refuse a request naming a column outside
+that view (400, as a column the table lacks: ``proxy.plans.read_context.judge``), then plan —
+bound to the principal's view of the schema — with the principal's row filter pruning manifests and
 files, and hand out only what the view allows (statistics of hidden columns stripped).
 
 Plan ids and plan tasks are signed tokens (``proxy.planning.tokens``) that name the principal,
@@ -26,12 +26,11 @@ from typing import Any
 
 from pyiceberg.table.metadata import TableMetadata
 
-from proxy.admission import Admission
+from proxy.admission.admission import Admission
 from proxy.commits.lru import SizedLru
 from proxy.errors import BadRequest, Forbidden, NoSuchPlanId, NoSuchPlanTask, NotFound
 from proxy.inbound import InboundRequest
 from proxy.keys import key_or_process_key
-from proxy.plan_jobs import PlanJobs
 from proxy.planning import wire
 from proxy.planning.expressions import canonical_json
 from proxy.planning.implication import implies
@@ -40,10 +39,11 @@ from proxy.planning.planner import Plan, Planner, ScanSpec
 from proxy.planning.request import ScanRequest, parse_scan_request
 from proxy.planning.settings import PlanningSettings
 from proxy.planning.tokens import Kind, TaskClaims, seal, unseal
-from proxy.read_context import ReadContext, TableReader, hidden_field_ids, judge, scan_spec
-from proxy.read_views import describe
+from proxy.plans.jobs import PlanJobs
+from proxy.plans.read_context import ReadContext, TableReader, hidden_field_ids, judge, scan_spec
+from proxy.reads.read_views import describe
+from proxy.reads.scan_access import ColumnNames
 from proxy.restrictions import ReadView
-from proxy.scan_access import ColumnNames
 
 Generation = Callable[[], int]
 

@@ -20,12 +20,11 @@ from typing import Any
 from pyiceberg.table.metadata import TableMetadataUtil
 from starlette.responses import Response
 
-from proxy.admission import Admission
+from proxy.admission.admission import Admission
 from proxy.backing.forward import Forwarder, relayed_answer
 from proxy.errors import BackingFailed, Forbidden
 from proxy.governance import Principal
 from proxy.inbound import InboundRequest
-from proxy.read_views import ReadViews, describe
 from proxy.reads.disclosure import (
     Disclosure,
     disclosed,
@@ -34,9 +33,10 @@ from proxy.reads.disclosure import (
     with_body,
 )
 from proxy.reads.projection import project_load_result
+from proxy.reads.read_views import ReadViews, describe
+from proxy.reads.scan_access import check_row_filter_history
 from proxy.reads.writes import spec_refusal
 from proxy.resources import Resource
-from proxy.scan_access import check_row_filter_history
 
 MayRestrict = Callable[[Principal, Resource], bool]
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from proxy.admission import Admission
+from proxy.admission.admission import Admission
 from proxy.backing.forward import Forwarder, relayed_answer
 from proxy.errors import Forbidden
+from proxy.handlers.tables import TableAnswers
 from proxy.inbound import InboundRequest
-from proxy.load_handler import TableAnswers
-from proxy.plan_service import PlanService
+from proxy.plans.service import PlanService
 from proxy.reads.disclosure import disclosed_response
 
 

@@ -9,18 +9,18 @@ What is counted where:
 
 - ``icegov_requests_total{endpoint,status,decision}`` and
   ``icegov_request_duration_seconds{endpoint}``: each governed request once, when its answer is
-  ready (``proxy.pipeline``); the duration excludes streaming a large body to the client.
+  ready (``proxy.edge.pipeline``); the duration excludes streaming a large body to the client.
 - ``icegov_backing_request_duration_seconds{method}``: each request to the backing catalog, up to
   its response headers, failures included (``proxy.backing.forward``).
 - ``icegov_commits_total{classification,outcome}`` (one per table change; outcome ``landed``,
   ``conflict``, ``refused``, ``reconciled`` or ``unknown``), ``icegov_commit_rebases_total`` and
   ``icegov_commit_reconciled_total{outcome}`` (what a reload showed of a commit whose outcome was
-  unknown: ``landed``, ``absent``, ``unknown``) from ``proxy.committer``.
+  unknown: ``landed``, ``absent``, ``unknown``) from ``proxy.committer.committer``.
 - ``icegov_tokens_issued_total{grant}`` (``client_credentials``, ``token_exchange``).
 - Read at scrape time from the components themselves: plan and manifest cache lookups, the
   policy generation and reload failures, audit write failures, process CPU and memory.
 
-With several uvicorn workers (``icegov serve --workers N``, ``proxy.workers``) prometheus-client
+With several uvicorn workers (``icegov serve --workers N``, ``proxy.ops.workers``) prometheus-client
 runs in multiprocess mode: request, commit and token series are summed over every worker,
 whichever worker answers the scrape; what the components keep themselves (cache lookups, policy
 generation and reload failures, audit write failures) is reported by the answering worker

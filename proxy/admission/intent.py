@@ -7,7 +7,7 @@ without an intent). Every name a request carries — namespace levels and table 
 resource, so what is authorized is exactly what the backing catalog will act on.
 
 Table commits are not fully decided here: the intent names the tables a commit changes, and their
-actions come from classifying each commit against the table's manifests (``proxy.enforce``).
+actions come from classifying each commit against the table's manifests (``proxy.gate.enforce``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.audit_notes import body_places, change_places, namespace_places, purge
+from proxy.audit.notes import body_places, change_places, namespace_places, purge
 from proxy.errors import BadRequest, PayloadTooLarge
 from proxy.governance import TABLE_ACTIONS, Action
 from proxy.inbound import InboundRequest

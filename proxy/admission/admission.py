@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxy.admission.intent import Intent
 from proxy.backing.tables import TableState
 from proxy.commits import CommitIntent
 from proxy.errors import IcebergError
 from proxy.governance import Decision, Principal
-from proxy.intent import Intent
 from proxy.resources import Resource
 
 

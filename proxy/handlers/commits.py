@@ -14,11 +14,11 @@ from typing import Any
 
 from starlette.responses import Response
 
-from proxy.admission import Admission
-from proxy.committer import Committer
+from proxy.admission.admission import Admission
+from proxy.committer.committer import Committer
+from proxy.committer.pinning import pinned_change
+from proxy.handlers.tables import TableAnswers
 from proxy.inbound import InboundRequest
-from proxy.load_handler import TableAnswers
-from proxy.pinning import pinned_change
 from proxy.reads.disclosure import disclosed_response
 
 

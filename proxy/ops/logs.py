@@ -3,8 +3,8 @@
 ``configure_logging()`` (called by the CLI; calling it again only changes the level) routes
 structlog *and* the standard library (uvicorn, httpx, ...) through one handler whose lines are
 JSON objects with ``timestamp``, ``level``, ``logger``, ``event`` and the event's fields. The
-request id bound by ``proxy.context.RequestContextMiddleware`` appears as ``request_id`` on every
-line logged while that request is handled (structlog contextvars).
+request id bound by ``proxy.edge.context.RequestContextMiddleware`` appears as ``request_id`` on
+every line logged while that request is handled (structlog contextvars).
 
 Before a line is rendered, ``redact_secrets`` blanks what must never reach a log: values of
 sensitive fields (``authorization``, ``client_secret``, ``subject_token``, passwords, signing
@@ -106,7 +106,7 @@ def redact_secrets(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDic
 
 
 REQUEST_ID: ContextVar[str | None] = ContextVar("icegov_request_id", default=None)
-"""The id of the request being handled (set by ``proxy.context``): every log line written for
+"""The id of the request being handled (set by ``proxy.edge.context``): every log line written for
 it, in its task, child tasks and threadpool calls (which copy the context), carries it."""
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from pyiceberg.table.metadata import TableMetadata
 
-from proxy.admission import Admission
+from proxy.admission.admission import Admission
 from proxy.backing.tables import (
     NO_FILE_IO,
     Fetch,
@@ -28,16 +28,16 @@ from proxy.inbound import InboundRequest
 from proxy.planning.filter_json import bind_filter
 from proxy.planning.request import ScanRequest
 from proxy.planning.scope import ScanSpec, require_snapshots, scanned_schema
-from proxy.read_views import ReadViews, hidden_ids, hidden_owners
 from proxy.reads.projection import partition_refusal
-from proxy.resources import Resource
-from proxy.restrictions import ReadView
-from proxy.scan_access import (
+from proxy.reads.read_views import ReadViews, hidden_ids, hidden_owners
+from proxy.reads.scan_access import (
     bound_row_filter,
     check_row_filter_history,
     hidden_column,
     refuse_unseen,
 )
+from proxy.resources import Resource
+from proxy.restrictions import ReadView
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from pyiceberg.table.metadata import TableMetadata
 
-from proxy.admission import ClassifiedChange, DataOperationRequest
+from proxy.admission.admission import ClassifiedChange, DataOperationRequest
 from proxy.backing.tables import TableState
 from proxy.commits import UnverifiableCommit, classify_commit
 from proxy.commits.compaction import as_of, rewrite_in_the_way, yielding_commit, yields_to_writers

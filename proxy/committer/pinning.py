@@ -21,9 +21,9 @@ from typing import Any
 
 from pyiceberg.table.metadata import TableMetadata
 
-from proxy.admission import ClassifiedChange
-from proxy.commit_heads import head_pins
+from proxy.admission.admission import ClassifiedChange
 from proxy.commits.shape import updates_of
+from proxy.committer.heads import head_pins
 
 _REF_UPDATES = frozenset({"set-snapshot-ref", "remove-snapshot-ref"})
 

@@ -15,7 +15,7 @@ column rules (SELECT denies, and masks unless the client applies masks itself) n
 
 The check is by name, so it errs on the side of refusing: a view over another table with a
 column of the same name is refused too. For every principal, loadView and replaceView also refuse
-a view whose SQL reads a table the principal cannot see at all (``proxy.view_refs``): its
+a view whose SQL reads a table the principal cannot see at all (``proxy.reads.view_refs``): its
 definition would name that table and its columns.
 """
 
@@ -29,14 +29,14 @@ from typing import Any
 from anyio import to_thread
 from starlette.responses import Response
 
-from proxy.admission import Admission
+from proxy.admission.admission import Admission
 from proxy.backing.forward import Forwarder, relayed, relayed_answer, server_failure
 from proxy.errors import BackingUnavailable, Forbidden
 from proxy.inbound import InboundRequest
 from proxy.policy import PolicyAuthorizer
-from proxy.read_views import ReadViews
 from proxy.reads.disclosure import Disclosure, disclosed_response
-from proxy.view_refs import unseen_reference
+from proxy.reads.read_views import ReadViews
+from proxy.reads.view_refs import unseen_reference
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
 
@@ -101,7 +101,7 @@ class ViewHandlers:
     async def _conceals(self, metadata: dict[str, Any], hidden: frozenset[str],
                         admission: Admission) -> bool:
         """Whether view ``metadata`` names a column hidden from the principal (``hidden``) or
-        reads a table it cannot see (``proxy.view_refs``)."""
+        reads a table it cannot see (``proxy.reads.view_refs``)."""
         principal = admission.principal
         if principal is None:
             return False

@@ -1,5 +1,5 @@
 """The planning endpoints icegov serves itself: ``POST …/plan``, ``GET``/``DELETE …/plan/{id}``
-and ``POST …/tasks`` (thin: parse, ask ``proxy.plan_service``, answer JSON).
+and ``POST …/tasks`` (thin: parse, ask ``proxy.plans.service``, answer JSON).
 
 A plan over one shard of manifests is answered ``completed`` with its file scan tasks; a larger
 one with plan tasks (one signed token per shard) that clients fetch in parallel, from any
@@ -14,11 +14,11 @@ import re
 
 from starlette.responses import Response
 
-from proxy.admission import Admission
+from proxy.admission.admission import Admission
 from proxy.errors import NoSuchPlanId
 from proxy.inbound import InboundRequest
-from proxy.plan_service import PlanService, Scan
 from proxy.planning.request import parse_scan_request, parse_task_request
+from proxy.plans.service import PlanService, Scan
 
 _OLD_PYICEBERG = re.compile(r"^PyIceberg (0\.(\d|1[0-2]))(\.|$)")
 

@@ -21,7 +21,8 @@ from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.table.metadata import TableMetadata
 from starlette.concurrency import run_in_threadpool
 
-from proxy.admission import ClassifiedChange, DataOperationRequest
+from proxy.admission.admission import ClassifiedChange, DataOperationRequest
+from proxy.admission.intent import TableChange
 from proxy.backing.tables import (
     NO_FILE_IO,
     TableState,
@@ -29,7 +30,6 @@ from proxy.backing.tables import (
     load_table_state,
     table_path,
 )
-from proxy.commit_heads import KnownHeads, key_of
 from proxy.commits import (
     UnverifiableCommit,
     check_commit_shape,
@@ -48,11 +48,11 @@ from proxy.commits.shape import updates_of
 from proxy.commits.snapshots import added_snapshots
 from proxy.commits.timeline import check_snapshot_order, commit_format
 from proxy.commits.written import discard
+from proxy.committer.heads import KnownHeads, key_of
+from proxy.committer.rebuild import rebuilder_for
 from proxy.errors import CommitFailed
 from proxy.governance import Action
 from proxy.inbound import InboundRequest
-from proxy.intent import TableChange
-from proxy.rebuild import rebuilder_for
 from proxy.resources import Resource
 
 Fetch = Callable[[bytes, bytes, tuple[tuple[bytes, bytes], ...]], Awaitable[httpx.Response]]

@@ -1,11 +1,11 @@
 """Per-request context, as pure ASGI middleware (no BaseHTTPMiddleware: it fights streaming).
 
-The request id is also set in ``proxy.logs.REQUEST_ID`` for the duration of the request, so every
-log line written while handling it (in this task, its child tasks and its threadpool calls, which
-copy the context) carries ``request_id``.
+The request id is also set in ``proxy.ops.logs.REQUEST_ID`` for the duration of the request, so
+every log line written while handling it (in this task, its child tasks and its threadpool calls,
+which copy the context) carries ``request_id``.
 
 An exception that escapes the app before a response started is answered here: logged (with the
-request id, the traceback redacted by ``proxy.logs``) and turned into a 500 ErrorModel that
+request id, the traceback redacted by ``proxy.ops.logs``) and turned into a 500 ErrorModel that
 carries ``X-Request-ID`` and reveals nothing. Starlette's own last-resort handler sits outside
 every middleware, so its 500 would have neither.
 """
@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from proxy.errors import error_body
-from proxy.logs import REQUEST_ID
+from proxy.ops.logs import REQUEST_ID
 
 log = structlog.get_logger("icegov")
 

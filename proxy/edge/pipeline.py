@@ -20,19 +20,19 @@ import structlog
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from proxy.admission import Admission
+from proxy.admission.admission import Admission
 from proxy.audit import AuditLog, AuditRecord, AuditUnavailable
 from proxy.backing.forward import relayed
 from proxy.backing.tables import BackingRefused
-from proxy.commit_heads import Rejudge
-from proxy.context import request_id
-from proxy.dispatch import internal_error
-from proxy.enforce import Coarse, Gate
+from proxy.committer.heads import Rejudge
+from proxy.edge.context import request_id
+from proxy.edge.dispatch import internal_error
 from proxy.errors import IcebergError, error_response
-from proxy.evidence import discard_built
+from proxy.gate.enforce import Coarse, Gate
+from proxy.gate.evidence import discard_built
 from proxy.idempotency import Claim, Idempotency, Replay
 from proxy.inbound import InboundRequest, read_routed
-from proxy.metrics import Metrics
+from proxy.ops.metrics import Metrics
 from proxy.routes import ENDPOINTS, RouteTable
 
 log = structlog.get_logger("icegov")

@@ -1,5 +1,5 @@
 """The Starlette app shell around an Iceberg REST dispatcher, with one mapping of exceptions to
-ErrorModel answers. Nothing here governs: that is ``proxy.pipeline``."""
+ErrorModel answers. Nothing here governs: that is ``proxy.edge.pipeline``."""
 
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""admission room (docstring follows in the next commit)."""

@@ -1,0 +1,1 @@
+"""committer room (docstring follows in the next commit)."""

@@ -1,0 +1,1 @@
+"""edge room (docstring follows in the next commit)."""

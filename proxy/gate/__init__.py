@@ -1,0 +1,1 @@
+"""gate room (docstring follows in the next commit)."""

@@ -1,0 +1,1 @@
+"""handlers room (docstring follows in the next commit)."""

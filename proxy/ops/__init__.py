@@ -1,0 +1,1 @@
+"""ops room (docstring follows in the next commit)."""

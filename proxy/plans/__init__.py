@@ -1,0 +1,1 @@
+"""plans room (docstring follows in the next commit)."""
