@@ -14,6 +14,7 @@ from starlette.routing import Route
 from starlette.types import Lifespan
 
 from proxy.admission.admission import Admission
+from proxy.admission.catalogs import CatalogNames
 from proxy.admission.intent import check_intents_complete
 from proxy.audit import AuditLog
 from proxy.backing.auth import backing_auth_from_settings
@@ -26,7 +27,7 @@ from proxy.committer.heads import KnownHeads
 from proxy.edge.context import RequestContextMiddleware
 from proxy.edge.dispatch import FastLaneApp
 from proxy.edge.pipeline import GovernedDispatcher, GovernedHandler
-from proxy.gate.enforce import CatalogNames, Gate
+from proxy.gate.enforce import Gate
 from proxy.gate.evidence import ChangeClassifier
 from proxy.gate.listing import ListingHandlers
 from proxy.gate.nesting import NamespacePaths

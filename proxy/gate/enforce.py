@@ -28,9 +28,10 @@ from typing import Any
 from pyiceberg.table.metadata import TableMetadata
 
 from proxy.admission.admission import Admission, ClassifiedChange
+from proxy.admission.catalogs import CatalogNames
 from proxy.admission.intent import PUBLIC_ENDPOINTS, Intent, Names, Need, intent_of
 from proxy.audit import AuditRecord
-from proxy.backing.offers import BackingOffers, Offer
+from proxy.backing.offers import BackingOffers
 from proxy.errors import Forbidden, NoSuchNamespace, NoSuchTable, NotFound
 from proxy.gate.evidence import ChangeClassifier, discard_built
 from proxy.gate.nesting import NamespacePaths
@@ -53,27 +54,6 @@ COMMIT_RIGHTS: tuple[Action, ...] = (
     Action.ALTER, Action.CREATE_TABLE,
 )
 """Holding none of these on a table means no commit to it can be allowed."""
-
-
-
-class CatalogNames:
-    """Which catalog a ``{prefix}`` selects: the documented mapping, else the default catalog
-    for no prefix and for the prefix the backing itself advertises; anything else is 404."""
-
-    def __init__(self, default: str, mapping: dict[str, str], lower_case: bool = False) -> None:
-        self._default = default
-        self._mapping = dict(mapping)
-        self.lower_case = lower_case
-        """The backing folds names to lower case (``Settings.name_case``)."""
-
-    def resolve(self, prefix: str | None, offer: Offer) -> str:
-        if prefix is None:
-            return self._default
-        if prefix in self._mapping:
-            return self._mapping[prefix]
-        if prefix == offer.prefix:
-            return self._default
-        raise NotFound("no such catalog")
 
 
 RENAMES = frozenset({"rename_table", "rename_view"})

@@ -25,11 +25,11 @@ import structlog
 from starlette.responses import JSONResponse, Response
 
 from proxy.admission.admission import Admission
+from proxy.admission.catalogs import CatalogNames
 from proxy.backing.forward import Forwarder, relayed
 from proxy.backing.offers import CONFIG_PATH, BackingOffers
 from proxy.commits.operations import DATA_OPERATIONS
 from proxy.errors import BackingUnavailable, NotFound
-from proxy.gate.enforce import CatalogNames
 from proxy.inbound import InboundRequest
 from proxy.reads.disclosure import Disclosure, disclosed_config
 from proxy.routes import FORWARDABLE, PLANNING_SPECS
