@@ -1,13 +1,13 @@
 """Server-side commits: land an admitted commit, rebasing what may be rebased, and never guess
 an outcome.
 
-For each try, every table of the commit takes its turn in the replica's queue (``commit_queue``);
+For each try, every table of the commit takes its turn in the replica's queue (``committer.queue``);
 a change that icegov may rebuild (a pure append, or a data operation icegov builds itself) is
 rebuilt on the newest state the queue knows before it is sent. Then the backing's answer decides:
 
 - 2xx: landed; the queue learns the table's new state from it, and a change that landed as
   classified tells the verification's caches so (its manifest lists are the table's now).
-- 409 (ErrorModel) to a change judged on a head this replica knew (``commit_heads``): nothing
+- 409 (ErrorModel) to a change judged on a head this replica knew (``committer.heads``): nothing
   landed; ``Rejudge``: the gate judges the request again on a fresh load and it is sent again.
 - any other 409 (ErrorModel): nothing landed. Rebuildable changes are rebuilt on the reloaded
   table and sent again — bounded tries, jittered backoff, a deadline; anything else goes back
@@ -88,7 +88,7 @@ class Pending:
 
     @property
     def on_head(self) -> bool:
-        """Is ``body`` still pinned to the known head it was judged on (``commit_heads``)?"""
+        """Is ``body`` still pinned to the known head it was judged on (``committer.heads``)?"""
         return self.plain is not None
 
     def off_head(self) -> None:
@@ -241,7 +241,7 @@ class _Attempts:
 
     async def _conflict(self, upstream: httpx.Response) -> Response | None:
         """A 409: nothing landed this time. Try again if every change may be rebuilt; a change
-        judged on a known head is judged again on a fresh load (``commit_heads``)."""
+        judged on a known head is judged again on a fresh load (``committer.heads``)."""
         if self._unknown is None and any(p.on_head for p in self._pending):
             await self._off_head()  # raises Rejudge unless the changes go on rebuilt
             return None
@@ -415,7 +415,7 @@ class _Attempts:
             slot.learn_later(_parser(p, upstream.content))
 
     def _learn_head(self, p: Pending) -> None:
-        """Remember the head ``p`` left (``commit_heads``), aged by the load it descends from."""
+        """Remember the head ``p`` left (``committer.heads``), aged by the load it descends from."""
         if p.base is None:
             return
         heads = self._c._heads

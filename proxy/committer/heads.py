@@ -1,6 +1,6 @@
 """The heads this replica's own commits left, to judge the next commit on without a loadTable.
 
-After a commit lands, the table's queue slot (``commit_queue``) goes away with its last waiter; a
+After a commit lands, the table's queue slot (``committer.queue``) goes away with its last waiter; a
 sequential appender's next commit would load the base from the backing again (a round trip and a
 metadata parse that grow with the table). ``KnownHeads`` keeps, per table, the state a landed
 commit left: the state it was judged on with its own updates applied (only for a plain append to

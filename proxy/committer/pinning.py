@@ -7,10 +7,10 @@ the requirements the client left out: ``assert-table-uuid`` and ``assert-ref-sna
 ref's value in the base, ``null`` if it did not exist) for every ref the commit moves or removes.
 The backing then refuses (409, nothing landed) if the base moved.
 
-A change judged on a head this replica already knew (``commit_heads``: no loadTable) is pinned
+A change judged on a head this replica already knew (``committer.heads``: no loadTable) is pinned
 to everything assertable it was judged on: the uuid, current schema id, last assigned field id,
 default spec id, last assigned partition id, default sort order id, ``main`` and every ref it
-moves (``commit_heads.head_pins``; what cannot be asserted, and why that is safe, is said there).
+moves (``committer.heads.head_pins``; what cannot be asserted, and why that is safe, is said there).
 Requirements the client sent already are not repeated: a head is used only when they all hold
 on it.
 """

@@ -6,7 +6,7 @@ last commit that landed here, or the state reloaded after a conflict. The next c
 starts from that state (a pure append is rebased onto it before it is even sent) instead of
 learning of it from a 409. The slot goes away with its last waiter, so nothing is kept for idle
 tables and nothing stale outlives the queue. Across replicas the backing's compare-and-swap
-decides. (What outlives the queue, briefly and pinned, is ``commit_heads``: the head a landed
+decides. (What outlives the queue, briefly and pinned, is ``committer.heads``: the head a landed
 commit left, for the gate to judge the table's next commit on.)
 """
 

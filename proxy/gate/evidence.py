@@ -3,7 +3,7 @@ classified from its manifests (``proxy.commits``) within the limits.
 
 The state is loaded from the backing catalog, or — for a plain commit whose requirements hold on
 it — taken from the head this replica's last commit to the table left, while young
-(``commit_heads``): the change is then marked ``judged_on_head`` and pinned to that head. A
+(``committer.heads``): the change is then marked ``judged_on_head`` and pinned to that head. A
 judgement on a head that is anything but clean (a stale client, an unverifiable commit) is made
 again on a fresh load."""
 
@@ -72,7 +72,7 @@ class ChangeClassifier:
     def __init__(self, fetch: Fetch, post: Post, limits: CommitLimits,
                  file_io: Mapping[str, str] = NO_FILE_IO,
                  heads: KnownHeads | None = None) -> None:
-        self._heads = heads  # judge on a head this replica's last commit left (``commit_heads``)
+        self._heads = heads  # judge on a head this replica's last commit left (``committer.heads``)
         self._fetch = fetch
         self._post = post
         self._limits = limits
@@ -135,7 +135,7 @@ class ChangeClassifier:
 
     async def _on_known_head(self, change: TableChange) -> ClassifiedChange | None:
         """The change judged on the head this replica's last commit to the table left, when
-        ``commit_heads`` allows it; None (load the base) when not, or when the head would give
+        ``committer.heads`` allows it; None (load the base) when not, or when the head would give
         anything but a clean judgement (a stale client, an unverifiable commit)."""
         if self._heads is None or has_data_operation(change.body):
             return None
