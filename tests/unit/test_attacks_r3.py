@@ -3,7 +3,7 @@ create/replace, whole answers, the fast lane and the audit file's one writer).
 
 Every attack here is met today (refused or made harmless) and is a plain test (the findings once
 pinned as strict xfails were fixed and un-marked). The integration half is
-``tests/integration/test_attacks_r3.py``.
+``tests/integration/test_object_store_purges_and_websockets.py``.
 """
 
 from __future__ import annotations
