@@ -3,7 +3,7 @@ folds, listing page tokens across policy generations).
 
 Every attack here is met today (refused or made harmless) and is a plain test (the findings once
 pinned as strict xfails were fixed and un-marked). The integration half is
-``tests/integration/test_attacks_r4.py``.
+``tests/integration/test_history_undo_and_path_overlap.py``.
 """
 
 from __future__ import annotations
