@@ -35,7 +35,10 @@ from tests.support.s3 import S3Store, admin_on_s3, s3_server
 from tests.support.servers import serve
 from tests.support.settings import settings_for_tests
 from tests.support.workers import ServedWorkers, serving_workers, wait_until
-from tests.unit.test_attacks_r2a import REST_SCHEMA, register_and_purge
+from tests.unit.test_hostile_backing_fileio_purges_audit_writers import (
+    REST_SCHEMA,
+    register_and_purge,
+)
 
 OTHER_BUCKET = "icegov-r2a-other"
 
