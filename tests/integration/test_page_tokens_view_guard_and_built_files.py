@@ -4,7 +4,7 @@ the fail-closed audit cannot record it.
 
 Every attack here is met today (refused or made harmless) and has an ordinary test (the findings
 once pinned as strict xfails were fixed and un-marked). The unit half is
-``tests/unit/test_attacks_r2b.py``.
+``tests/unit/test_page_tokens_view_guard_keys_verify.py``.
 """
 
 from __future__ import annotations

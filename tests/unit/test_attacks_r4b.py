@@ -40,8 +40,8 @@ from tests.support.errors import assert_error_model
 from tests.support.http import wait_for
 from tests.support.settings import POLICIES, settings_for_tests
 from tests.support.upstream import UPSTREAM, Upstream, client_for, icegov_token
-from tests.unit.test_attacks_r2b import view_answer
 from tests.unit.test_embedded_views import SCHEMA, create_body
+from tests.unit.test_page_tokens_view_guard_keys_verify import view_answer
 from tests.unit.test_pipeline import ALTER, loaded_table, table_backing
 
 pytestmark = pytest.mark.usefixtures("no_icegov_environment")

@@ -28,7 +28,12 @@ from tests.support.audit import no_icegov_environment  # noqa: F401
 from tests.support.errors import assert_error_model
 from tests.support.settings import POLICIES
 from tests.support.upstream import ALL_ENDPOINTS, Upstream, client_for
-from tests.unit.test_attacks_r2b import ViewWorld, bearer, table_answer, view_answer
+from tests.unit.test_page_tokens_view_guard_keys_verify import (
+    ViewWorld,
+    bearer,
+    table_answer,
+    view_answer,
+)
 
 pytestmark = pytest.mark.usefixtures("no_icegov_environment")
 
