@@ -3,7 +3,7 @@ WebSocket upgrade to a served icegov.
 
 Every attack here is met today (refused or made harmless) and has an ordinary test (the findings
 once pinned as strict xfails were fixed and un-marked). The unit half is
-``tests/unit/test_attacks_r3.py``.
+``tests/unit/test_purge_roots_pages_view_guard_fast_lane.py``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from proxy.app import create_app
 from tests.support.s3 import S3Store, admin_on_s3, s3_server
 from tests.support.servers import serve
 from tests.support.settings import settings_for_tests
-from tests.unit.test_attacks_r3 import REST_SCHEMA
+from tests.unit.test_purge_roots_pages_view_guard_fast_lane import REST_SCHEMA
 
 # -- purges on an object-store warehouse --------------------------------------------------------
 

@@ -23,7 +23,7 @@ from tests.support.errors import assert_error_model
 from tests.support.http import wait_for
 from tests.support.settings import settings_for_tests
 from tests.support.upstream import ALL_ENDPOINTS, Upstream, client_for, icegov_token
-from tests.unit.test_attacks_r3 import PagingBacking
+from tests.unit.test_purge_roots_pages_view_guard_fast_lane import PagingBacking
 
 ANALYST = "analyst:analyst-secret"
 
