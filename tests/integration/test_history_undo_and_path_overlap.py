@@ -4,7 +4,7 @@ INSERT-only writer undo, and a path-based backing's namespace/table overlap.
 Attacks icegov refuses are ordinary tests. One finding, which is functional rather than a bypass
 (a column-restricted reader of a table of imported files), is pinned ``xfail(strict=True)``: its
 fix makes it pass, and the mark is then removed. The unit half is
-``tests/unit/test_attacks_r4.py``.
+``tests/unit/test_config_folded_names_page_generations.py``.
 """
 
 from __future__ import annotations

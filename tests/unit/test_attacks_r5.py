@@ -28,7 +28,7 @@ from tests.support.errors import assert_error_model
 from tests.support.http import wait_for
 from tests.support.settings import POLICIES
 from tests.support.upstream import Upstream, client_for, icegov_token
-from tests.unit.test_attacks_r4 import FoldingBacking, folding_world
+from tests.unit.test_config_folded_names_page_generations import FoldingBacking, folding_world
 from tests.unit.test_identity_authenticator import IDP, idp_token, jwks_document
 from tests.unit.test_page_tokens_view_guard_keys_verify import view_answer
 from tests.unit.test_pipeline import ALTER, loaded_table, table_backing
