@@ -25,7 +25,13 @@ import pytest
 from tests.support.audit import no_icegov_environment  # noqa: F401
 from tests.support.errors import assert_error_model
 from tests.support.upstream import ALL_ENDPOINTS, Upstream, client_for
-from tests.unit.test_attacks_r6 import (
+from tests.unit.test_page_tokens_view_guard_keys_verify import (
+    ViewWorld,
+    bearer,
+    table_answer,
+    view_answer,
+)
+from tests.unit.test_restricted_planning_config_and_views import (
     ANALYST,
     CUSTOMERS,
     ID_SSN,
@@ -35,12 +41,6 @@ from tests.unit.test_attacks_r6 import (
     plan,
     proxy_serving,
     renamed,
-)
-from tests.unit.test_page_tokens_view_guard_keys_verify import (
-    ViewWorld,
-    bearer,
-    table_answer,
-    view_answer,
 )
 
 pytestmark = pytest.mark.usefixtures("no_icegov_environment")

@@ -24,8 +24,8 @@ from proxy.commits.timeline import check_snapshot_order, commit_format
 from proxy.errors import CommitFailed
 from tests.support.audit import no_icegov_environment  # noqa: F401
 from tests.support.errors import assert_error_model
-from tests.unit.test_attacks_r6 import a_view_in
 from tests.unit.test_page_tokens_view_guard_keys_verify import ViewWorld, bearer
+from tests.unit.test_restricted_planning_config_and_views import a_view_in
 
 pytestmark = pytest.mark.usefixtures("no_icegov_environment")
 
