@@ -3,8 +3,8 @@ garbage collector, what counts as a schema change for a restricted writer, and p
 that try to smuggle something into a row filter.
 
 Every attack here is met today (refused or made harmless) and is a plain test (the findings once
-pinned as strict xfails were fixed and un-marked); ``tests/integration/test_restricted_answers_and_commits.py`` has
-the rest.
+pinned as strict xfails were fixed and un-marked);
+``tests/integration/test_restricted_answers_and_commits.py`` has the rest.
 """
 
 from __future__ import annotations
