@@ -13,45 +13,46 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Lifespan
 
-from proxy.admission import Admission
+from proxy.admission.admission import Admission
+from proxy.admission.catalogs import CatalogNames
+from proxy.admission.intent import check_intents_complete
 from proxy.audit import AuditLog
 from proxy.backing.auth import backing_auth_from_settings
 from proxy.backing.forward import Forwarder
 from proxy.backing.httptools_transport import HttptoolsTransport
 from proxy.backing.offers import BackingOffers
-from proxy.commit_handler import CommitHandlers
-from proxy.commit_heads import KnownHeads
 from proxy.commits import check_classification_complete
-from proxy.committer import Committer
-from proxy.config_handler import ConfigHandler
-from proxy.context import RequestContextMiddleware
-from proxy.credentials_handler import CredentialsHandler
-from proxy.dispatch import FastLaneApp
-from proxy.enforce import CatalogNames, Gate
-from proxy.evidence import ChangeClassifier
-from proxy.handlers import BackingHandlers, healthz
+from proxy.committer.committer import Committer
+from proxy.committer.heads import KnownHeads
+from proxy.edge.context import RequestContextMiddleware
+from proxy.edge.dispatch import FastLaneApp
+from proxy.edge.pipeline import GovernedDispatcher, GovernedHandler
+from proxy.gate.enforce import Gate
+from proxy.gate.evidence import ChangeClassifier
+from proxy.gate.listing import ListingHandlers
+from proxy.gate.nesting import NamespacePaths
+from proxy.gate.page_tokens import PageTokens
+from proxy.handlers.commits import CommitHandlers
+from proxy.handlers.config import ConfigHandler
+from proxy.handlers.credentials import CredentialsHandler
+from proxy.handlers.health import BackingHandlers, healthz
+from proxy.handlers.plans import PlanHandlers
+from proxy.handlers.tables import LoadTableHandler, TableAnswers
+from proxy.handlers.views import ViewHandlers
 from proxy.idempotency import Idempotency, iso_duration, open_idempotency
 from proxy.identity import build_identity
 from proxy.identity.authenticator import Authenticator
 from proxy.inbound import InboundRequest
-from proxy.intent import check_intents_complete
 from proxy.keys import key_or_process_key
-from proxy.listing import ListingHandlers
-from proxy.load_handler import LoadTableHandler, TableAnswers
-from proxy.metrics import Metrics
-from proxy.nesting import NamespacePaths
-from proxy.page_tokens import PageTokens
-from proxy.pipeline import GovernedDispatcher, GovernedHandler
-from proxy.plan_handler import PlanHandlers
-from proxy.plan_service import PlanService
+from proxy.ops.metrics import Metrics
 from proxy.planning.manifest_cache import ManifestCache
 from proxy.planning.planner import Planner
+from proxy.plans.read_context import TableReader
+from proxy.plans.service import PlanService
 from proxy.policy import PolicyAuthorizer
-from proxy.read_context import TableReader
-from proxy.read_views import ReadViews
+from proxy.reads.read_views import ReadViews
 from proxy.routes import RouteTable
 from proxy.settings import Settings
-from proxy.view_handler import ViewHandlers
 
 EMBEDDED_BASE_URL = "http://embedded-catalog"
 
@@ -205,9 +206,9 @@ def _governed_handlers(settings: Settings, forwarder: Forwarder, authorizer: Pol
 def create_worker_app() -> Starlette:
     """uvicorn's app factory for each of ``icegov serve --workers N``: settings from the
     environment the parent prepared, this worker's slot, its own audit file."""
-    from proxy.logs import configure_logging
+    from proxy.ops.logs import configure_logging
+    from proxy.ops.workers import WorkerSetupError, claim_slot, for_worker, in_worker
     from proxy.settings import load_settings
-    from proxy.workers import WorkerSetupError, claim_slot, for_worker, in_worker
 
     where = in_worker()
     if where is None:

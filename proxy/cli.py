@@ -18,7 +18,7 @@ from proxy import defaults
 from proxy.catalog.store import CatalogDriverMissing
 from proxy.identity.principals import PrincipalsFileError
 from proxy.identity.settings import IdentityConfigError
-from proxy.logs import configure_logging
+from proxy.ops.logs import configure_logging
 from proxy.policy.rules import PolicyError
 from proxy.settings import Settings, SettingsError, load_settings
 
@@ -79,8 +79,8 @@ def _without_audit_file(settings: Settings) -> Settings:
 
 def _run_workers(settings: Settings, count: int, flags: dict[str, Any]) -> None:
     """``count`` uvicorn worker processes on one port, sharing keys, metrics and nothing else
-    (``proxy.workers``)."""
-    from proxy.workers import flag_variables, prepare_workers, shared_keys
+    (``proxy.ops.workers``)."""
+    from proxy.ops.workers import flag_variables, prepare_workers, shared_keys
 
     variables = {**flag_variables(flags), **shared_keys(settings)}
     with prepare_workers(count, variables):
@@ -190,7 +190,7 @@ def _init_next_steps(directory: Path) -> str:
 
 
 def _register_groups() -> None:
-    from proxy.audit_cli import audit
+    from proxy.audit.cli import audit
     from proxy.identity.cli import principal
     from proxy.policy.cli import policy
 

@@ -52,7 +52,8 @@ class RouteMatch:
     def namespace(self) -> tuple[str, ...]:
         """The namespace levels named in the path, as sent (empty when the route has none).
 
-        Not validated here: ``proxy.intent`` validates every level before anything uses it.
+        Not validated here: ``proxy.admission.intent`` validates every level before anything
+        uses it.
         """
         raw = self.params.get("namespace")
         return tuple(raw.split(NAMESPACE_SEPARATOR)) if raw is not None else ()

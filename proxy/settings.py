@@ -24,7 +24,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from proxy.audit import AuditSettings
+from proxy.audit.settings import AuditSettings
 from proxy.commits.limits import CommitLimits
 from proxy.commits.retry import CommitRetry
 from proxy.idempotency.settings import IdempotencySettings

@@ -5,6 +5,10 @@ hash), ``files`` how the file sink rotates and resumes, ``log`` how records are 
 when mutating requests are refused because they cannot be), ``verify`` how a stream is checked
 (``icegov audit verify``) and ``anchors`` how records known from elsewhere pin it.
 The record's JSON Schema ships as ``record-v2.schema.json``.
+
+Room: it also owns the notes a record keeps of what a request asks for beyond its rights
+(``notes``) and the ``icegov audit`` commands (``cli``). It may import catalog, backing, planning,
+commits, ops, defaults and the shared vocabulary, nothing above.
 """
 
 from proxy.audit.log import AuditLog, AuditUnavailable, is_mutating

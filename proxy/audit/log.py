@@ -5,7 +5,7 @@ A sink that cannot be written (``OSError``) is counted in ``failures`` and logge
 refused (503) before it reaches the backing catalog while the last write failed; reads still
 answer, and their records (the refusals' too) are what finds the sinks writable again.
 
-Where the chain stands is logged to the operational log (stderr, ``proxy.logs``), apart from the
+Where the chain stands is logged to the operational log (stderr, ``proxy.ops.logs``), apart from the
 audit stream: ``audit.resumed`` at start (the ``seq`` and ``hash`` the chain continues from, and
 the ``file`` they were read from; seq 0 and 64 zeros for a new chain) and ``audit.closed`` at
 shutdown (the last ``seq`` and ``hash``). Kept elsewhere, these pin the tail: ``icegov audit verify

@@ -3,6 +3,9 @@
 It is a real REST catalog in its own right (``icegov catalog`` serves it alone); the proxy reaches
 it through the same forwarding path as a remote catalog, in-process via httpx's ASGITransport.
 It imports nothing of the governed pipeline (gate, intents, classification).
+
+Room: it may import backing, planning, commits, ops, defaults and the shared vocabulary (in
+practice only the vocabulary), nothing above.
 """
 
 from __future__ import annotations

@@ -51,6 +51,9 @@ is one of the removed files' live rows (``rows``), and a ``replace`` that change
 REWRITE only when the live rows it removes are, as a multiset, the live rows it adds and its kept
 data files keep their deleted rows (``rewrite_rows``); reading rows is bounded by
 ``CommitLimits.row_bytes_budget``, beyond which the stricter classification stands.
+
+Room: pure classification; it may import ops, defaults and the shared vocabulary, nothing above
+(the gate's evidence and the committer drive it).
 """
 
 from proxy.commits.classify import classify_commit, creates_table

@@ -86,7 +86,7 @@ def _metadata(_: Mapping[str, Any], scan: CommitScan) -> None:
 def _set_location(_: Mapping[str, Any], scan: CommitScan) -> None:
     """Moving an existing table's files root lets its next commits adopt files it never wrote
     (another table's): that is ``REGISTER_TABLE``'s power. A create's location is judged by the
-    gate against the location the catalog would assign (``proxy.evidence``)."""
+    gate against the location the catalog would assign (``proxy.gate.evidence``)."""
     scan.actions.add(scan.metadata_action)
     if not scan.creating:
         scan.actions.add(Action.REGISTER_TABLE)

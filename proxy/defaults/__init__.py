@@ -5,6 +5,8 @@ authors edit), so they cannot drift; building a wheel (``pip install .``) stores
 and an editable install reads ``policies/`` through the links. ``tests/unit/test_cli.py`` checks
 both. Settings default to ``./policies/<file>`` when a ``policies`` directory exists in the
 working directory, else to these packaged files; ``icegov init DIR`` writes editable copies.
+
+Room: the bottom room; it may import only the shared vocabulary (it imports nothing).
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 ``Idempotency`` (in ``guard``) runs the protocol around a request; ``IdempotencyStore`` keeps
 claims and answers in SQLite or PostgreSQL; ``open_idempotency`` builds both from settings.
+
+Room: below the edge, gate, handlers, services and admission; it may import identity, policy, reads
+and every room below them, and the shared vocabulary.
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@
 
 The names below load on first use, so ``proxy.settings`` can import ``proxy.identity.settings``
 without pulling in (or cycling through) the token and HTTP machinery.
+
+Room: it may import policy, reads, audit, catalog, backing, planning, commits, ops, defaults and
+the shared vocabulary, nothing above (the gate authenticates through it).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ import structlog
 
 from proxy.governance import Principal
 from proxy.identity.principals import PrincipalEntry, PrincipalsFileError, parse_principals
-from proxy.stablefiles import FileChanging, FileStamp, read_stable, stamp_of
+from proxy.ops.stablefiles import FileChanging, FileStamp, read_stable, stamp_of
 
 log = structlog.get_logger("icegov.identity")
 

@@ -8,6 +8,9 @@ The policy language is described for policy authors in ``policies/README.md``. E
   ``table_verdicts``, ``column_verdict`` for column and row rules, ``proxy.policy.views``);
 * ``PolicySettings`` -- nested as ``policy`` in the main settings;
 * ``proxy.policy.cli.policy`` -- the ``icegov policy`` command group (check, explain, test).
+
+Room: it may import reads, audit, catalog, backing, planning, commits, ops, defaults and the shared
+vocabulary, nothing above (the gate and handlers decide through it).
 """
 
 from proxy.policy.authorizer import PolicyAuthorizer, PolicyStatus

@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 
 from proxy.governance import Action, Decision, Principal
+from proxy.ops.stablefiles import FileChanging
 from proxy.policy import decisions
 from proxy.policy.loader import CompiledPolicy, compile_files, load, read_files
 from proxy.policy.rules import PolicyError
@@ -28,7 +29,6 @@ from proxy.policy.settings import PolicySettings
 from proxy.policy.views import READABLE, TableRules
 from proxy.resources import Resource
 from proxy.restrictions import ReadView
-from proxy.stablefiles import FileChanging
 
 log = structlog.get_logger("icegov")
 

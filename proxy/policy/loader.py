@@ -12,10 +12,10 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from proxy.ops.stablefiles import read_stable
 from proxy.policy.index import RuleIndex
 from proxy.policy.model import check_model
 from proxy.policy.rules import ParsedPolicy, PolicyError, Problem, parse_policy
-from proxy.stablefiles import read_stable
 
 
 @dataclass(frozen=True)

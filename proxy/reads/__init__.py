@@ -4,4 +4,9 @@ the secret vocabulary of ``credentials``) and the write restrictions of the comm
 (``writes``).
 
 Pure functions over the catalog's JSON and pyiceberg types; no I/O.
+
+Room: it also owns a principal's read view of a table across its schemas (``read_views``), the
+checks a scan's columns and row filter pass (``scan_access``) and the tables a view's SQL names
+(``view_refs``). It may import audit, catalog, backing, planning, commits, ops, defaults and the
+shared vocabulary, nothing above.
 """

@@ -24,8 +24,8 @@ from pyiceberg.schema import Schema
 from proxy.commits.intent import UnverifiableCommit
 from proxy.planning.filter_json import referenced_columns
 from proxy.planning.scope import visible
+from proxy.reads.scan_access import ColumnNames, NoSuchColumn
 from proxy.restrictions import ReadView
-from proxy.scan_access import ColumnNames, NoSuchColumn
 
 FILTER_KEYS = ("row-filter", "conflict-filter")
 _EXPRESSION: TypeAdapter[BooleanExpression] = TypeAdapter(BooleanExpression)

@@ -38,8 +38,8 @@ from pyiceberg.types import (
 )
 
 from proxy.errors import Forbidden
+from proxy.reads.scan_access import bound_row_filter
 from proxy.restrictions import Mask, MaskAction, ReadView
-from proxy.scan_access import bound_row_filter
 
 Json = dict[str, Any]
 

@@ -352,8 +352,8 @@ def test_the_catalog_imports_nothing_of_the_governed_pipeline() -> None:
              "print(' '.join(m for m in sys.modules if m.startswith('proxy')))")
     loaded = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True,
                             text=True, cwd=Path(__file__).resolve().parents[2]).stdout.split()
-    governed = {"proxy.dispatch", "proxy.enforce", "proxy.intent", "proxy.commits",
-                "proxy.policy", "proxy.identity", "proxy.audit", "proxy.forward", "proxy.settings"}
+    governed = {"proxy.edge", "proxy.gate", "proxy.admission", "proxy.commits", "proxy.policy",
+                "proxy.identity", "proxy.audit", "proxy.forward", "proxy.settings"}
     assert "proxy.catalog" in loaded
     assert not governed & {m if m.count(".") < 2 else m.rsplit(".", 1)[0] for m in loaded}
 

@@ -1,4 +1,4 @@
-"""Commits judged on the head this replica's last commit left (``proxy.commit_heads``).
+"""Commits judged on the head this replica's last commit left (``proxy.committer.heads``).
 
 The embedded catalog is wrapped so every commit icegov forwards is recorded with the backing's
 answer. A pyiceberg appender commits through icegov; changes made *elsewhere* (straight at the

@@ -140,7 +140,7 @@ def test_a_filtered_view_listing_names_only_what_the_caller_may_see(
 def test_view_page_tokens_never_name_a_hidden_view(attack: Attack,
                                                    leaky_namespace: str) -> None:
     """The embedded catalog's view listing uses the last name of a page as its
-    ``next-page-token``: icegov hands out only sealed tokens (``proxy.page_tokens``), so no
+    ``next-page-token``: icegov hands out only sealed tokens (``proxy.gate.page_tokens``), so no
     page names ``b_secret``, and following the tokens lists exactly what the caller sees."""
     for size in (1, 2, 3):
         names, token, pages = [], None, 0
@@ -358,8 +358,8 @@ BACKING_500 = frozenset({"no representation", "unknown representation"})
 def test_odd_view_bodies_are_never_a_server_error(attack: Attack, what: str,
                                                   request: pytest.FixtureRequest) -> None:
     """Finding (reference backing): icegov forwards create-view bodies unchecked
-    (proxy/intent.py INTENTS['create_view'] reads only ``name``), Iceberg's handlers fail with
-    500 on a representation they cannot parse, and icegov answers 502: client input, 5xx."""
+    (proxy/admission/intent.py INTENTS['create_view'] reads only ``name``), Iceberg's handlers fail
+    with 500 on a representation they cannot parse, and icegov answers 502: client input, 5xx."""
     body = odd_view_bodies("vatk")[what]
     created = attack.admin.post("/v1/namespaces/vatk/views", json=body)
     assert created.status_code < 500, created.text[:300]

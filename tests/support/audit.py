@@ -14,7 +14,7 @@ import pytest
 from proxy.audit import AuditLog, AuditRecord, AuditSettings
 from proxy.audit import files as audit_files
 from proxy.audit.verify import Intact, verify
-from proxy.logs import reset_logging
+from proxy.ops.logs import reset_logging
 
 
 def a_record(n: int, method: str = "GET", endpoint: str = "load_table") -> AuditRecord:

@@ -17,8 +17,8 @@ from proxy.audit.log import StreamSink
 from proxy.audit.schema import record_schema
 from proxy.audit.verify import Broken, Intact, verify
 from proxy.cli import main
+from proxy.ops.workers import for_worker
 from proxy.settings import load_settings
-from proxy.workers import for_worker
 from tests.support.audit import a_record
 
 REPO = Path(__file__).resolve().parents[2]

@@ -19,7 +19,7 @@ from click.testing import CliRunner, Result
 
 from proxy import defaults
 from proxy.cli import main
-from proxy.logs import reset_logging
+from proxy.ops.logs import reset_logging
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 KEY = "cli-test-signing-key-that-is-32-bytes-or-more"

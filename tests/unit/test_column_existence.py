@@ -23,8 +23,13 @@ from pyiceberg.types import LongType, NestedField, StringType, StructType
 from starlette.testclient import TestClient
 
 from tests.support.audit import no_icegov_environment  # noqa: F401
-from tests.unit.test_attacks_r2b import bearer
-from tests.unit.test_attacks_r6 import CUSTOMERS, SSNS, customers, proxy_serving
+from tests.unit.test_page_tokens_view_guard_keys_verify import bearer
+from tests.unit.test_restricted_planning_config_and_views import (
+    CUSTOMERS,
+    SSNS,
+    customers,
+    proxy_serving,
+)
 
 pytestmark = pytest.mark.usefixtures("no_icegov_environment")
 

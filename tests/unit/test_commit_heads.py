@@ -1,4 +1,4 @@
-"""The heads a replica's own commits left (``proxy.commit_heads``): when one may be judged on,
+"""The heads a replica's own commits left (``proxy.committer.heads``): when one may be judged on,
 what a commit judged on it is pinned to, how it is derived and how many are kept."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pyiceberg.table import Table
 from pyiceberg.types import LongType, NestedField
 
 from proxy.backing.tables import TableState
-from proxy.commit_heads import KnownHeads, appended, head_pins, requirements_hold
-from proxy.pinning import pinned_requirements
+from proxy.committer.heads import KnownHeads, appended, head_pins, requirements_hold
+from proxy.committer.pinning import pinned_requirements
 from proxy.resources import Resource
 from tests.support.commit_capture import wire_json
 

@@ -31,7 +31,7 @@ def test_raw_path_query_and_body_are_forwarded_byte_for_byte() -> None:
         loaded = client.get("/v1/cat/namespaces/db%1Fsub/tables/t%20x?snapshots=all")
     assert response.status_code == 200 and response.json() == {"ok": True}
     assert loaded.status_code == 200
-    probe = b"/catalog/v1/cat/namespaces/db/tables/sub"  # is ``db.sub`` a table? (proxy.nesting)
+    probe = b"/catalog/v1/cat/namespaces/db/tables/sub"  # ``db.sub`` a table? (gate.nesting)
     first, second = [seen for seen in upstream.seen if seen.url.raw_path != probe]
     assert first.url.raw_path == b"/catalog/v1/cat/namespaces/db%1Fsub/properties?a=1&b=%20"
     assert first.method == "POST"
@@ -260,12 +260,12 @@ def test_readiness_probes_share_one_look_at_the_backing() -> None:
 
     upstream = Upstream(answer, config=False)  # config requests are recorded in ``seen``
     with client_for(upstream) as client:
-        with patch("proxy.handlers.READY_CHECK_SECONDS", 3600.0):
+        with patch("proxy.handlers.health.READY_CHECK_SECONDS", 3600.0):
             assert all(client.get("/readyz").status_code == 200 for _ in range(20))
             assert len(upstream.seen) == 1
             down[0] = True
             assert client.get("/readyz").status_code == 200  # the last look still stands
-        with patch("proxy.handlers.READY_CHECK_SECONDS", 0.0):
+        with patch("proxy.handlers.health.READY_CHECK_SECONDS", 0.0):
             assert_error_model(client.get("/readyz"), 503, "ServiceUnavailableException")
         assert len(upstream.seen) == 2
 

@@ -18,8 +18,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from proxy.context import RequestContextMiddleware
-from proxy.logs import REDACTED, configure_logging, redact_text, reset_logging
+from proxy.edge.context import RequestContextMiddleware
+from proxy.ops.logs import REDACTED, configure_logging, redact_text, reset_logging
 
 TOKEN = jwt.encode({"sub": "writer", "roles": ["admin"]}, "k" * 32, algorithm="HS256")
 SECRET = "pa55-w0rd-that-must-not-leak"
@@ -146,7 +146,7 @@ def test_readyz_discloses_no_policy_paths_or_contents(tmp_path: Any) -> None:
 
     import httpx
 
-    from proxy.handlers import BackingHandlers
+    from proxy.handlers.health import BackingHandlers
     from proxy.policy import PolicyAuthorizer, PolicySettings
     from tests.support.settings import POLICIES
 
@@ -178,7 +178,7 @@ def test_readyz_discloses_no_policy_paths_or_contents(tmp_path: Any) -> None:
 
 def test_an_unexpected_error_is_a_500_with_the_request_id_on_answer_and_log(
         stream: io.StringIO) -> None:
-    from proxy.dispatch import FastLaneApp
+    from proxy.edge.dispatch import FastLaneApp
 
     async def boom(_: Request) -> JSONResponse:
         raise RuntimeError(f"failed with Authorization: Bearer {TOKEN}")

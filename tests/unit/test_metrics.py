@@ -1,4 +1,4 @@
-"""Prometheus metrics (proxy.metrics): served at /metrics by a real app, bounded labels, and the
+"""Prometheus metrics (proxy.ops.metrics): served at /metrics by a real app, bounded labels, and the
 counters that move on requests, denials, tokens, commits and plans."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pyiceberg.catalog.rest import RestCatalog
 
 from proxy.app import create_app
-from proxy.metrics import Metrics
+from proxy.ops.metrics import Metrics
 from proxy.planning.plan_cache import PlanCacheStats
 from tests.support.servers import serve
 from tests.support.settings import ADMIN, settings_for_tests

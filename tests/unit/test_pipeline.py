@@ -16,8 +16,8 @@ from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.types import LongType, NestedField
 
 from proxy.backing.tables import parse_table_state
-from proxy.listing import READ_SIZE
-from proxy.pipeline import UnhandledEndpoint, check_owned_handled
+from proxy.edge.pipeline import UnhandledEndpoint, check_owned_handled
+from proxy.gate.listing import READ_SIZE
 from proxy.resources import Resource
 from proxy.routes import PLANNING_SPECS
 from tests.support.errors import assert_error_model

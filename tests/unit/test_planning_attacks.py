@@ -14,13 +14,13 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType, StructType
 
 from proxy.errors import BadRequest
-from proxy.plan_jobs import MAX_JOBS, PlanJobs
 from proxy.planning.request import parse_scan_request
 from proxy.planning.scope import visible
 from proxy.planning.tokens import TaskClaims, seal, unseal
+from proxy.plans.jobs import MAX_JOBS, PlanJobs
+from proxy.reads.scan_access import NoSuchColumn, refuse_unseen
 from proxy.resources import Resource
 from proxy.restrictions import ReadView
-from proxy.scan_access import NoSuchColumn, refuse_unseen
 
 KEY = b"k" * 32
 SCHEMA = Schema(

@@ -120,7 +120,7 @@ def test_mask_capable_clients_need_principals_that_are_trusted_with_them(
 
 def test_a_client_version_claim_counts_only_for_a_trusted_principal() -> None:
     from proxy.governance import Principal
-    from proxy.read_views import ReadViews
+    from proxy.reads.read_views import ReadViews
 
     views = ReadViews(authorizer=None,  # type: ignore[arg-type]  # applies_masks needs none
                       mask_capable_clients=("spark-masks",),

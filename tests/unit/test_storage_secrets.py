@@ -25,9 +25,14 @@ from tests.support.audit import no_icegov_environment  # noqa: F401
 from tests.support.http import wait_for
 from tests.support.settings import POLICIES
 from tests.support.upstream import ALL_ENDPOINTS, Upstream, client_for, icegov_token
-from tests.unit.test_attacks_r2b import view_answer
-from tests.unit.test_attacks_r6 import ID_SSN, customers, id_ssn_row, served
+from tests.unit.test_page_tokens_view_guard_keys_verify import view_answer
 from tests.unit.test_pipeline import ALTER, loaded_table
+from tests.unit.test_restricted_planning_config_and_views import (
+    ID_SSN,
+    customers,
+    id_ssn_row,
+    served,
+)
 
 pytestmark = pytest.mark.usefixtures("no_icegov_environment")
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from proxy.view_handler import names_any
+from proxy.handlers.views import names_any
 
 
 def metadata(sql: str, *fields: dict[str, Any]) -> dict[str, Any]:

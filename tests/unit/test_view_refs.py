@@ -1,4 +1,4 @@
-"""A view's table references (``proxy.view_refs``) and loadView/replaceView for a reader who
+"""A view's table references (``proxy.reads.view_refs``) and loadView/replaceView for a reader who
 cannot see a table the view reads (the demo policy's ``writer`` sees ``demo.*`` only)."""
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.resources import Resource
-from proxy.view_refs import (
+from proxy.reads.view_refs import (
     MAX_PARSED_CHARS,
     MAX_SCANNED_NAMES,
     UNREADABLE,
@@ -20,10 +19,11 @@ from proxy.view_refs import (
     sql_references,
     unseen_reference,
 )
+from proxy.resources import Resource
 from tests.support.audit import no_icegov_environment  # noqa: F401
 from tests.support.errors import assert_error_model
-from tests.unit.test_attacks_r2b import ViewWorld, bearer
-from tests.unit.test_attacks_r6 import a_view_in
+from tests.unit.test_page_tokens_view_guard_keys_verify import ViewWorld, bearer
+from tests.unit.test_restricted_planning_config_and_views import a_view_in
 
 pytestmark = pytest.mark.usefixtures("no_icegov_environment")
 
@@ -190,5 +190,5 @@ def test_a_parser_failure_falls_back_to_the_dotted_names(
     def broken(*_: Any, **__: Any) -> Any:
         raise IndexError("a parser bug")
 
-    monkeypatch.setattr("proxy.view_refs.sqlglot.parse", broken)
+    monkeypatch.setattr("proxy.reads.view_refs.sqlglot.parse", broken)
     assert ("hr", "payroll") in set(sql_references("SELECT a FROM hr.payroll", "spark"))

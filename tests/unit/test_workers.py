@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.settings import load_settings
-from proxy.workers import (
+from proxy.ops.workers import (
     METRICS_DIR,
     SIGNING_KEY,
     TASK_KEY,
@@ -21,6 +20,7 @@ from proxy.workers import (
     shared_keys,
     worker_audit_file,
 )
+from proxy.settings import load_settings
 
 
 def test_slots_are_claimed_once_each_and_freed_with_their_holder(tmp_path: Path) -> None:

@@ -1,0 +1,75 @@
+"""icegov's own handlers for table commits and transactions: the commit pinned to the base it
+was classified against (``pinning``), landed by the ``Committer`` — rebased when it is a pure
+append whose branch moved, reconciled when the backing's answer is lost — with a status the
+client can trust: 409 only when nothing landed, 502/504 ``CommitStateUnknownException`` when
+icegov cannot tell, never 503 (clients take that as "safe to retry", which it is not once the
+commit was sent).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from starlette.responses import Response
+
+from proxy.admission.admission import Admission
+from proxy.committer.committer import Committer
+from proxy.committer.pinning import pinned_change
+from proxy.handlers.tables import TableAnswers
+from proxy.inbound import InboundRequest
+from proxy.reads.disclosure import disclosed_response
+
+
+class CommitHandlers:
+    """``POST .../tables/{t}`` and ``POST .../transactions/commit``."""
+
+    def __init__(self, committer: Committer, answers: TableAnswers | None = None) -> None:
+        self._committer = committer
+        self._answers = answers
+
+    async def commit_table(self, inbound: InboundRequest, admission: Admission) -> Response:
+        [change] = admission.changes
+        [original] = _as_sent(admission)
+
+        def wire(bodies: Sequence[dict[str, Any]]) -> bytes | None:
+            return None if bodies[0] is original else _dumps(bodies[0])
+
+        body = pinned_change(change) or change.body
+        response = await self._committer.commit(inbound, admission.changes, [body], wire, True)
+        if self._answers is None:
+            return response
+        # the answer carries the table's whole metadata: a restricted principal sees it projected
+        return await self._answers.project_response(response, inbound, admission,
+                                                    change.resource)
+
+    async def commit_transaction(self, inbound: InboundRequest,
+                                 admission: Admission) -> Response:
+        originals = _as_sent(admission)
+        envelope = inbound.json()
+
+        def wire(bodies: Sequence[dict[str, Any]]) -> bytes | None:
+            if all(b is o for b, o in zip(bodies, originals, strict=True)):
+                return None
+            return _dumps({**envelope, "table-changes": list(bodies)})
+
+        bodies = [pinned_change(c) or c.body for c in admission.changes]
+        response = await self._committer.commit(inbound, admission.changes, bodies, wire, False)
+        withheld = (self._answers.disclosure.withheld(admission.principal)
+                    if self._answers is not None else None)
+        if withheld is None or withheld.nothing:
+            return response
+        if 200 <= response.status_code < 300:  # the spec's answer: whatever a backing added
+            return Response(status_code=204)  # goes no further than icegov
+        return disclosed_response(response, withheld)
+
+
+def _as_sent(admission: Admission) -> list[dict[str, Any] | None]:
+    """Each change's body when it is the caller's own (None: icegov built it from a data
+    operation): a request whose bodies are all the caller's own goes out byte for byte."""
+    return [None if c.operation is not None else c.body for c in admission.changes]
+
+
+def _dumps(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
