@@ -32,7 +32,6 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -42,16 +41,15 @@ from starlette.responses import JSONResponse, Response
 
 from proxy.admission.admission import ClassifiedChange
 from proxy.backing.forward import Forwarder, relayed
-from proxy.backing.tables import NO_FILE_IO, TableState, fetch_table, parse_table_state
+from proxy.backing.tables import NO_FILE_IO, TableState, fetch_table
 from proxy.commits.limits import CommitLimits
 from proxy.commits.reconcile import Outcome, outcome_of
 from proxy.commits.retry import CommitRetry
-from proxy.commits.snapshots import added_snapshots
-from proxy.commits.written import discard
-from proxy.committer.heads import KnownHeads, Rejudge, key_of
+from proxy.committer.heads import KnownHeads, Rejudge
+from proxy.committer.pending import Pending, Unknown
 from proxy.committer.pinning import pinned_change
 from proxy.committer.queue import TableKey, TableQueue, TableSlot
-from proxy.committer.rebuild import Rebuilder, rebuilder_for
+from proxy.committer.rebuild import rebuilder_for
 from proxy.errors import CommitFailed, CommitStateUnknown, CommitTimeout, IcebergError
 from proxy.inbound import InboundRequest
 from proxy.ops.metrics import Metrics
@@ -59,70 +57,6 @@ from proxy.ops.metrics import Metrics
 log = structlog.get_logger("icegov")
 
 Wire = Callable[[Sequence[dict[str, Any]]], bytes | None]
-
-
-@dataclass
-class Pending:
-    """One table's part of the commit as it will be sent next."""
-
-    change: ClassifiedChange
-    body: dict[str, Any]
-    base: TableState | None
-    rebuilder: Rebuilder | None
-    tries: int = 0
-    rebased: int = 0
-    refused: bool = False  # the last try was refused outright: nothing of it landed
-    file_io: Mapping[str, str] = field(default_factory=dict)  # ``Settings.file_io``
-    sent: dict[int, set[str]] = field(default_factory=dict)  # ``reconcile.SentLists``
-    plain: dict[str, Any] | None = None  # judged on a known head: the body with the usual pins
-    key: TableKey = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.key = key_of(self.change.resource)
-
-    def note_sent(self) -> None:
-        """Remember the manifest list of each snapshot ``body`` adds, as about to be sent: a
-        snapshot found later with its id is this commit's only with one of these."""
-        for snapshot in added_snapshots(self.body):
-            self.sent.setdefault(snapshot.snapshot_id, set()).add(snapshot.manifest_list)
-
-    @property
-    def on_head(self) -> bool:
-        """Is ``body`` still pinned to the known head it was judged on (``committer.heads``)?"""
-        return self.plain is not None
-
-    def off_head(self) -> None:
-        """Go on as if judged on a fresh load: the usual pins only (a rebuild re-verifies)."""
-        if self.plain is not None:
-            self.body, self.plain = self.plain, None
-
-    @property
-    def built(self) -> bool:
-        """Is ``body`` icegov's own build (its files icegov's to remove)?"""
-        return self.rebased > 0 or self.change.operation is not None
-
-    def discard(self) -> None:
-        """Remove icegov's files of ``body``, which did not land."""
-        if self.built and self.base is not None:
-            discard(self.body, self.base.io)
-
-    def state_from(self, content: bytes) -> TableState:
-        """The table's state in a LoadTable/CommitTable answer, read through the FileIO the
-        change was judged with (never one the answer's config would choose)."""
-        state = parse_table_state(self.change.resource, content, self.file_io)
-        return state if self.base is None else replace(state, io=self.base.io)
-
-    def report(self, **extra: Any) -> None:
-        """What the audit record shows of how this change landed."""
-        self.change.report.update(tries=self.tries, rebased=self.rebased > 0, **extra)
-
-
-class Unknown(Exception):
-    """The backing's answer does not say whether the commit landed."""
-
-    def __init__(self, error: IcebergError) -> None:
-        super().__init__(error.message)
-        self.error = error
 
 
 class Committer:
