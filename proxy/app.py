@@ -6,6 +6,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 from starlette.applications import Starlette
@@ -32,6 +33,8 @@ from proxy.gate.evidence import ChangeClassifier
 from proxy.gate.listing import ListingHandlers
 from proxy.gate.nesting import NamespacePaths
 from proxy.gate.page_tokens import PageTokens
+from proxy.governed.answers import GovernedAnswers
+from proxy.governed.service import GovernedSnapshots
 from proxy.handlers.commits import CommitHandlers
 from proxy.handlers.config import ConfigHandler
 from proxy.handlers.credentials import CredentialsHandler
@@ -105,7 +108,10 @@ def create_app(settings: Settings, backing: Backing | None = None,
                       settings.planning.mask_capable_principals)
     planner = Planner(ManifestCache(settings.planning.manifest_cache_entries),
                       settings.planning.threads)
-    answers = TableAnswers(views, authorizer.restricts, authorizer.restricted_anywhere)
+    governed = GovernedSnapshots(settings.governed, planner.manifests,
+                                 _governed_warehouse(settings), settings.file_io)
+    answers = TableAnswers(views, authorizer.restricts, authorizer.restricted_anywhere,
+                           GovernedAnswers(governed, settings.file_io))
     catalogs = CatalogNames(settings.catalog_name, settings.catalogs,
                             settings.name_case == "lower")
     config = ConfigHandler(forwarder, offers, iso_duration(settings.idempotency.lifetime_seconds)
@@ -127,7 +133,7 @@ def create_app(settings: Settings, backing: Backing | None = None,
         routes=[Route("/healthz", healthz),
                 Route("/readyz", BackingHandlers(forwarder, authorizer).readyz),
                 Route("/metrics", metrics.endpoint)],
-        lifespan=_lifespan(authorizer, planner, backing, idempotency, audit),
+        lifespan=_lifespan(authorizer, planner, backing, idempotency, audit, governed),
     )
 
 
@@ -137,14 +143,26 @@ def _check_governed() -> None:
     check_classification_complete()
 
 
+def _governed_warehouse(settings: Settings) -> str | None:
+    """The embedded warehouse as its table locations spell it (governed trees go in it by
+    default); None with a backing catalog."""
+    if not settings.embedded:
+        return None
+    if isinstance(settings.warehouse, Path):
+        return settings.warehouse.resolve().as_uri()
+    return settings.warehouse
+
+
 def _lifespan(authorizer: PolicyAuthorizer, planner: Planner, backing: Backing,
-              idempotency: Idempotency | None, audit: AuditLog) -> Lifespan[Starlette]:
+              idempotency: Idempotency | None, audit: AuditLog,
+              governed: GovernedSnapshots) -> Lifespan[Starlette]:
     """Serving: the policy file watched; after it, everything held is closed, the audit last."""
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         async with authorizer.watching():
             yield
+        governed.close()
         planner.close()
         await backing.aclose()
         if idempotency is not None:
@@ -244,7 +262,8 @@ def _read_handlers(forwarder: Forwarder, answers: TableAnswers, views: ReadViews
                    generation: Callable[[], int], metrics: Metrics) -> dict[str, GovernedHandler]:
     """loadTable (projected for restricted principals) and the planning endpoints."""
     load = LoadTableHandler(forwarder, answers)
-    service = PlanService(TableReader(forwarder.fetch, views, settings.file_io), planner,
+    service = PlanService(TableReader(forwarder.fetch, views, settings.file_io, answers.governed),
+                          planner,
                           settings.planning, generation)
     metrics.watch(plan_cache=lambda: service.plan_cache_stats)
     plans = PlanHandlers(service)

@@ -24,6 +24,7 @@ The exception tree::
     ├── PayloadTooLarge                  413 PayloadTooLargeException
     ├── NotSupported                     501 UnsupportedOperationException
     ├── BackingUnavailable               503 ServiceUnavailableException (safe to retry)
+    ├── NotReady                         503 ServiceUnavailableException, with Retry-After
     ├── CommitStateUnknown               502 CommitStateUnknownException (never retry blindly)
     ├── BackingFailed                    502 BadGatewayException (the backing's 5xx, non-commit)
     └── BackingTimeout                   504 (non-commit: GatewayTimeoutException,
@@ -133,6 +134,18 @@ class BackingUnavailable(IcebergError):
     error_type = "ServiceUnavailableException"
 
 
+class NotReady(IcebergError):
+    """What was asked for is being prepared (a governed snapshot): retry after ``retry_after``
+    seconds (the answer's Retry-After header)."""
+
+    status = 503
+    error_type = "ServiceUnavailableException"
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class CommitStateUnknown(IcebergError):
     """A commit reached (or may have reached) the backing catalog, and its outcome is unknown."""
 
@@ -166,4 +179,5 @@ def error_body(status: int, error_type: str, message: str) -> dict[str, dict[str
 
 def error_response(exc: IcebergError) -> JSONResponse:
     """The one mapping from an icegov exception to an HTTP response."""
-    return JSONResponse(exc.to_model(), status_code=exc.status)
+    headers = ({"Retry-After": str(exc.retry_after)} if isinstance(exc, NotReady) else None)
+    return JSONResponse(exc.to_model(), status_code=exc.status, headers=headers)

@@ -72,11 +72,15 @@ class ReadView:
     masks: Mapping[str, Mask] = field(default_factory=lambda: _NO_MASKS)
     row_filter: RowFilter | None = None
     rules: tuple[str, ...] = ()
+    governed: str | None = None
+    """Set on the view a reader of governed snapshots plans with (``proxy.governed``): the
+    digest of the governed data, whose rows are already filtered and columns masked."""
 
     @property
     def restricted(self) -> bool:
         """True when anything at all is withheld or filtered."""
-        return bool(self.denied or self.masks or self.row_filter is not None)
+        return bool(self.denied or self.masks or self.row_filter is not None
+                    or self.governed is not None)
 
     def hidden(self, applies_masks: bool = False) -> frozenset[str]:
         """The columns a client must not receive: the denied ones, and the masked ones unless
@@ -92,7 +96,7 @@ class ReadView:
         """What distinguishes this view from another in a cache key (plans, projections)."""
         masks = tuple(sorted((c, m.action.value, m.value) for c, m in self.masks.items()))
         row = None if self.row_filter is None else self.row_filter.text
-        return (tuple(sorted(self.denied)), masks, row)
+        return (tuple(sorted(self.denied)), masks, row, self.governed)
 
 
 def unrestricted(table: Resource) -> ReadView:

@@ -27,6 +27,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from proxy.audit.settings import AuditSettings
 from proxy.commits.limits import CommitLimits
 from proxy.commits.retry import CommitRetry
+from proxy.governed.settings import GovernedSettings
 from proxy.idempotency.settings import IdempotencySettings
 from proxy.identity.settings import IdentitySettings
 from proxy.keys import check_key
@@ -141,6 +142,7 @@ class Settings(BaseSettings):
     audit: AuditSettings = Field(default_factory=AuditSettings)
     idempotency: IdempotencySettings = Field(default_factory=IdempotencySettings)
     planning: PlanningSettings = Field(default_factory=PlanningSettings)
+    governed: GovernedSettings = Field(default_factory=GovernedSettings)
 
     @model_validator(mode="after")
     def _catalog_names_are_names(self) -> Settings:

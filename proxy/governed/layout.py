@@ -98,5 +98,5 @@ def outside(root: str, locations: Iterable[str]) -> bool:
     """True when ``root`` neither lies in nor contains any of ``locations`` (a table's own
     locations: governed data must never be seen by the base table's orphan-file clean-up)."""
     base = root.rstrip("/") + "/"
-    return not any(base.startswith(loc.rstrip("/") + "/") or (loc.rstrip("/") + "/").startswith(base)
-                   for loc in locations)
+    dirs = [loc.rstrip("/") + "/" for loc in locations]
+    return not any(base.startswith(d) or d.startswith(base) for d in dirs)

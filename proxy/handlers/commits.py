@@ -40,9 +40,22 @@ class CommitHandlers:
         response = await self._committer.commit(inbound, admission.changes, [body], wire, True)
         if self._answers is None:
             return response
+        self._landed(response)
         # the answer carries the table's whole metadata: a restricted principal sees it projected
         return await self._answers.project_response(response, inbound, admission,
                                                     change.resource)
+
+    def _landed(self, response: Response) -> None:
+        """Start the governed builds of a table a commit just changed (``proxy.governed``)."""
+        governed = self._answers.governed if self._answers is not None else None
+        if governed is None or response.status_code != 200 or not governed.service.in_use:
+            return
+        try:
+            result = json.loads(bytes(response.body))
+        except (ValueError, RecursionError):
+            return
+        if isinstance(result, dict):
+            governed.landed(result)
 
     async def commit_transaction(self, inbound: InboundRequest,
                                  admission: Admission) -> Response:

@@ -24,6 +24,7 @@ from proxy.admission.admission import Admission
 from proxy.backing.forward import Forwarder, relayed_answer
 from proxy.errors import BackingFailed, Forbidden
 from proxy.governance import Principal
+from proxy.governed.answers import GovernedAnswers
 from proxy.inbound import InboundRequest
 from proxy.reads.disclosure import (
     Disclosure,
@@ -46,10 +47,12 @@ class TableAnswers:
     policy restricts on the table, and without what ``proxy.reads.disclosure`` withholds."""
 
     def __init__(self, views: ReadViews, may_restrict: MayRestrict,
-                 restricted_anywhere: Callable[[Principal], bool]) -> None:
+                 restricted_anywhere: Callable[[Principal], bool],
+                 governed: GovernedAnswers | None = None) -> None:
         self._views = views
         self._may_restrict = may_restrict
         self.disclosure = Disclosure(restricted_anywhere)
+        self.governed = governed
 
     def restricted(self, principal: Principal | None, table: Resource) -> bool:
         """True when some column or row rule may apply to ``principal`` on ``table``."""
@@ -61,11 +64,13 @@ class TableAnswers:
         return principal is None or (self.disclosure.withheld(principal).nothing
                                      and not self.restricted(principal, table))
 
-    def projected(self, result: dict[str, Any], principal: Principal, table: Resource,
-                  inbound: InboundRequest, evidence: list[dict[str, Any]]) -> Any | None:
+    async def projected(self, result: dict[str, Any], principal: Principal, table: Resource,
+                        inbound: InboundRequest, evidence: list[dict[str, Any]]) -> Any | None:
         """The answer ``result`` (a parsed LoadTableResult or CommitTableResponse) with the
-        table's metadata as ``principal`` may see it, or None when its view of the table
-        restricts nothing (what else it may not receive is ``disclosure``'s to take out)."""
+        table's metadata as ``principal`` may see it — governed snapshots where its view
+        filters rows or masks a column (``proxy.governed``) — or None when its view of the
+        table restricts nothing (what else it may not receive is ``disclosure``'s to take
+        out)."""
         try:
             metadata = TableMetadataUtil.parse_obj(result["metadata"])
         except (ValueError, KeyError, TypeError) as exc:
@@ -75,6 +80,8 @@ class TableAnswers:
             return None
         evidence.append({"resource": str(table), "read_view": describe(view)})
         check_row_filter_history(view, metadata)
+        if self.governed is not None and self.governed.governs(view):
+            return await self.governed.answer(result, view, metadata, table, evidence)
         applies_masks = self._views.applies_masks(principal, inbound.headers)
         return project_load_result(result, view, applies_masks=applies_masks)
 
@@ -124,9 +131,12 @@ class TableAnswers:
             raise BackingFailed("the backing catalog's table metadata cannot be read") from exc
         if not isinstance(result, dict):
             raise BackingFailed("the backing catalog's table metadata cannot be read")
-        projected = self.projected(result, principal, table, inbound, admission.evidence)
+        projected = await self.projected(result, principal, table, inbound, admission.evidence)
+        if projected is not None and not (self.governed is not None
+                                          and self.governed.is_governed(projected)):
+            withheld = withheld.and_metadata_files()
         if projected is not None:
-            result, withheld = projected, withheld.and_metadata_files()
+            result = projected
         cleaned = disclosed(result, withheld, keep_location=keep_location)
         return with_body(response, dumps(cleaned)) if projected is not None or (
             cleaned != result) else response

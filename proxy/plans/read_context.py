@@ -8,11 +8,11 @@ the table's schema, and the planner binds to that same view (``ScanSpec.hidden``
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil
 
 from proxy.admission.admission import Admission
 from proxy.backing.tables import (
@@ -24,6 +24,7 @@ from proxy.backing.tables import (
 from proxy.commits import UnverifiableCommit
 from proxy.errors import BackingFailed, Forbidden
 from proxy.governance import Principal
+from proxy.governed.answers import GovernedAnswers
 from proxy.inbound import InboundRequest
 from proxy.planning.filter_json import bind_filter
 from proxy.planning.request import ScanRequest
@@ -61,10 +62,12 @@ class TableReader:
     """Loads a table's state from the backing, with the caller's read view of it."""
 
     def __init__(self, fetch: Fetch, views: ReadViews,
-                 file_io: Mapping[str, str] = NO_FILE_IO) -> None:
+                 file_io: Mapping[str, str] = NO_FILE_IO,
+                 governed: GovernedAnswers | None = None) -> None:
         self._fetch = fetch
         self._views = views
         self._file_io = dict(file_io)  # icegov's FileIO settings (``Settings.file_io``)
+        self._governed = governed
 
     async def for_admission(self, inbound: InboundRequest, admission: Admission) -> ReadContext:
         """The admitted request's table as the backing serves it now (its refusal relayed, its
@@ -78,9 +81,27 @@ class TableReader:
         except UnverifiableCommit as exc:
             raise BackingFailed("the backing catalog's table metadata cannot be read") from exc
         view = self._views.view(principal, table, state.metadata)
+        if self._governed is not None and self._governed.governs(view):
+            state, view = await self._governed_state(state, view, admission.evidence)
         return ReadContext(principal, table, state, view,
                            self._views.applies_masks(principal, inbound.headers),
                            admission.evidence)
+
+
+    async def _governed_state(self, state: TableState, view: ReadView,
+                              evidence: list[dict[str, Any]]) -> tuple[TableState, ReadView]:
+        """The table as a reader of governed snapshots sees it, and the view it plans with."""
+        assert self._governed is not None and state.document is not None
+        check_row_filter_history(view, state.metadata)
+        answer = await self._governed.answer(dict(state.document), view, state.metadata,
+                                             state.resource, evidence, io=state.io)
+        try:
+            metadata = TableMetadataUtil.parse_obj(answer["metadata"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BackingFailed("the governed table metadata cannot be read") from exc
+        governed = replace(state, metadata=metadata,
+                           metadata_location=answer["metadata-location"], document=answer)
+        return governed, self._governed.planning_view(view, answer)
 
 
 def scan_spec(context: ReadContext, request: ScanRequest) -> ScanSpec:

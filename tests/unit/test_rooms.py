@@ -22,6 +22,7 @@ ROOMS = (
     "handlers",     # icegov's own answers, one module per endpoint family
     "plans",        # planning service: plan jobs, table reader, judged scans
     "committer",    # server-side commits: queue, known heads, pins, rebuilds
+    "governed",     # governed snapshots: what row- and mask-restricted principals read
     "admission",    # what the gate hands on: typed intents, admission, catalog names
     "idempotency",  # Idempotency-Key store and replays
     "identity",     # who is calling
@@ -50,6 +51,7 @@ SETTINGS = "settings"
 SETTINGS_SECTIONS = frozenset({
     "proxy.audit.settings", "proxy.commits.limits", "proxy.commits.retry",
     "proxy.idempotency.settings", "proxy.identity.settings", "proxy.planning.settings",
+    "proxy.governed.settings",
     "proxy.policy.settings",
     "proxy.catalog.locations",  # the warehouse root's canonical form
 })

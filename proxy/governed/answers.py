@@ -1,0 +1,100 @@
+"""The table answers of governed principals: the seam the table handlers call.
+
+``GovernedAnswers.answer`` takes a restricted principal's LoadTableResult or CommitTableResponse
+from the backing and returns it as that principal may receive it: the metadata without denied
+columns (``proxy.reads.projection``), its snapshots governed (``service``), its
+``metadata-location`` the governed metadata file, and no ``read-restrictions`` (the data is
+already filtered and masked: a client that applied the masks again would corrupt it). The audit
+record's evidence says which view, base snapshot and staleness the answer served.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from types import MappingProxyType
+from typing import Any
+
+from pyiceberg.io import FileIO
+from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil
+
+from proxy.backing.tables import parse_table_state
+from proxy.governed.metadata import PROPERTY_PREFIX
+from proxy.governed.service import GovernedSnapshots
+from proxy.governed.views import governs
+from proxy.reads.projection import READ_RESTRICTIONS, project_load_result
+from proxy.resources import Resource
+from proxy.restrictions import ReadView
+
+Json = dict[str, Any]
+_VIEW_PROPERTY = f"{PROPERTY_PREFIX}view"
+
+
+def columns_only(view: ReadView) -> ReadView:
+    """``view`` with only its denied columns: what the governed metadata's schemas lose."""
+    return replace(view, masks=MappingProxyType({}), row_filter=None)
+
+
+class GovernedAnswers:
+    """Governed table answers, from the one governed-snapshot service."""
+
+    def __init__(self, service: GovernedSnapshots, file_io: Mapping[str, str]) -> None:
+        self.service = service
+        self._file_io = dict(file_io)
+
+    @staticmethod
+    def governs(view: ReadView) -> bool:
+        """True when ``view``'s principal is served governed snapshots."""
+        return governs(view)
+
+    @staticmethod
+    def is_governed(result: Json) -> bool:
+        """True for an answer ``answer`` produced (its metadata names its view)."""
+        metadata = result.get("metadata")
+        properties = metadata.get("properties") if isinstance(metadata, dict) else None
+        return isinstance(properties, dict) and _VIEW_PROPERTY in properties
+
+    async def answer(self, result: Json, view: ReadView, metadata: TableMetadata,
+                     table: Resource, evidence: list[Json], io: FileIO | None = None) -> Json:
+        """``result`` as ``view``'s principal receives it, governed (``io``: the table's
+        FileIO, when the caller has one)."""
+        base = project_load_result(result, columns_only(view), applies_masks=False) \
+            if view.denied else result
+        io_properties = {**_config(result), **self._file_io}
+        if io is None:
+            body = json.dumps(result).encode("utf-8")
+            io = parse_table_state(table, body, self._file_io).io
+        governed = await self.service.govern(base["metadata"], view, metadata, io,
+                                             io_properties)
+        evidence.append({"resource": str(table), "governed": {
+            "view": governed.digest, **governed.freshness.to_json()}})
+        answer = {k: v for k, v in base.items() if k != READ_RESTRICTIONS}
+        answer["metadata"] = governed.metadata
+        answer["metadata-location"] = governed.metadata_location
+        return answer
+
+    @staticmethod
+    def planning_view(view: ReadView, answer: Json) -> ReadView:
+        """The view a reader of the governed ``answer`` plans with: its denied columns (the
+        rows and masks are in the data), marked with the governed data's digest."""
+        properties = answer["metadata"]["properties"]
+        return replace(columns_only(view), governed=str(properties[_VIEW_PROPERTY]))
+
+    def landed(self, result: Json) -> None:
+        """icegov landed a commit whose answer is ``result``: build the table's new governed
+        snapshots now, for every view of it in use."""
+        if not self.service.in_use:
+            return
+        try:
+            metadata = TableMetadataUtil.parse_obj(result["metadata"])
+        except (ValueError, KeyError, TypeError):
+            return
+        self.service.landed(metadata)
+
+
+def _config(result: Json) -> dict[str, str]:
+    config = result.get("config")
+    if not isinstance(config, dict):
+        return {}
+    return {k: v for k, v in config.items() if isinstance(k, str) and isinstance(v, str)}

@@ -1,0 +1,232 @@
+"""Serving governed snapshots: builds in the background, answers within a freshness bound.
+
+``GovernedSnapshots.govern`` turns a restricted principal's table answer (a LoadTableResult or a
+CommitTableResponse, its metadata already without denied columns) into the governed answer. One
+``_Track`` per table and view holds what is built and runs one build at a time, in a worker
+thread: the base's current snapshot first, then the others newest first (time travel). The
+answer waits for the current one up to ``wait_seconds``; past that it is served the newest
+complete governed snapshot on the base's main branch, and says how stale it is (properties, the
+audit record, a metric) — never base files. With nothing complete to serve: 503 with
+Retry-After. ``landed`` starts the build of a new current snapshot as soon as icegov lands a
+commit, for every view of that table in use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pyiceberg.io import FileIO
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.snapshots import Snapshot
+
+from proxy.errors import Forbidden, NotReady
+from proxy.governed.copies import CopiedFile, CopyJob, copy_governed
+from proxy.governed.layout import TableTree, content_key, default_root, outside
+from proxy.governed.metadata import Freshness, governed_metadata, newest_built
+from proxy.governed.settings import GovernedSettings
+from proxy.governed.snapshots import (
+    BuildInputs,
+    GovernedBuildFailed,
+    GovernedSnapshot,
+    SnapshotBuilder,
+)
+from proxy.governed.views import GovernedView, governed_view
+from proxy.planning.manifest_cache import ManifestCache
+from proxy.restrictions import ReadView
+
+Json = dict[str, Any]
+_log = logging.getLogger(__name__)
+RETRY_AFTER_SECONDS = 5
+
+
+@dataclass
+class _Track:
+    """What is built of one table under one view, and the build under way."""
+
+    view: GovernedView
+    inputs: BuildInputs
+    built: dict[int, GovernedSnapshot] = field(default_factory=dict)
+    failed: dict[int, str] = field(default_factory=dict)
+    wanted: list[Snapshot] = field(default_factory=list)
+    task: asyncio.Task[None] | None = None
+    progress: asyncio.Event = field(default_factory=asyncio.Event)
+    used: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True)
+class GovernedAnswer:
+    """A governed metadata document and what the audit record says of it."""
+
+    metadata: Json
+    metadata_location: str
+    freshness: Freshness
+    digest: str
+
+
+class GovernedSnapshots:
+    """Governed snapshots of every table and view in use, built and served."""
+
+    def __init__(self, settings: GovernedSettings, manifests: ManifestCache,
+                 warehouse: str | None, file_io: Mapping[str, str]) -> None:
+        self._settings = settings
+        self._manifests = manifests
+        self._warehouse = warehouse
+        self._file_io = dict(file_io)
+        self._tracks: dict[tuple[str, str], _Track] = {}
+        self._copies = ThreadPoolExecutor(settings.threads, thread_name_prefix="governed")
+        self.last_stale_seconds = 0.0
+
+    @property
+    def in_use(self) -> bool:
+        """True when some table's governed snapshots are being served."""
+        return bool(self._tracks)
+
+    def close(self) -> None:
+        for track in self._tracks.values():
+            if track.task is not None:
+                track.task.cancel()
+        self._copies.shutdown(wait=False, cancel_futures=True)
+
+    async def govern(self, base: Json, view: ReadView, metadata: TableMetadata,
+                     io: FileIO, io_properties: Mapping[str, str]) -> GovernedAnswer:
+        """The governed counterpart of ``base`` (TableMetadata JSON, denied columns gone) for
+        ``view`` on the table ``metadata`` describes."""
+        gview = governed_view(view, metadata)
+        track = self._track(gview, metadata, io, io_properties)
+        current = metadata.current_snapshot()
+        self._want(track, metadata, current)
+        if current is not None:
+            await self._wait_for(track, [current.snapshot_id,
+                                         *(s.snapshot_id for s in metadata.snapshots)])
+        served = newest_built(None if current is None else current.snapshot_id,
+                              {s.snapshot_id: s.parent_snapshot_id for s in metadata.snapshots},
+                              track.built)
+        if current is not None and served is None:
+            reason = track.failed.get(current.snapshot_id)
+            raise NotReady(
+                "the governed snapshot of this table is not built yet" if reason is None
+                else f"the governed snapshot of this table cannot be built: {reason}",
+                retry_after=RETRY_AFTER_SECONDS)
+        freshness = _freshness(metadata, served)
+        self.last_stale_seconds = freshness.stale_seconds
+        document = governed_metadata(base, track.built, gview.digest, freshness)
+        location = self._write_metadata(track, document)
+        return GovernedAnswer(document, location, freshness, gview.digest)
+
+    def landed(self, metadata: TableMetadata) -> None:
+        """icegov landed a commit on the table: build its new current snapshot for every view
+        of the table in use."""
+        current = metadata.current_snapshot()
+        if current is None:
+            return
+        for (uuid, _), track in list(self._tracks.items()):
+            if uuid == str(metadata.table_uuid):
+                track.inputs = replace(track.inputs, metadata=metadata)
+                self._want(track, metadata, current)
+
+    def _root(self, metadata: TableMetadata) -> str:
+        root = self._settings.root or default_root(metadata.location, self._warehouse)
+        own = [metadata.location, *(metadata.properties.get(k) for k in (
+            "write.data.path", "write.metadata.path", "write.object-storage.path"))]
+        if not outside(root, [loc for loc in own if loc]):
+            raise Forbidden("the governed location lies inside the table's own locations, "
+                            "so governed data cannot be served for it (set governed.root)")
+        return root
+
+    def _track(self, gview: GovernedView, metadata: TableMetadata, io: FileIO,
+               io_properties: Mapping[str, str]) -> _Track:
+        key = (gview.table_uuid, gview.digest)
+        tree = TableTree(self._root(metadata), gview.table_uuid).view(gview.digest)
+        inputs = BuildInputs(metadata, io, gview, tree, self._manifests,
+                             tuple(sorted({**io_properties, **self._file_io}.items())),
+                             self._settings.copy_proven_files, self._settings.build_max_bytes)
+        track = self._tracks.get(key)
+        if track is None:
+            track = self._tracks[key] = _Track(gview, inputs)
+        else:
+            track.inputs = inputs
+        track.used = time.monotonic()
+        return track
+
+    def _want(self, track: _Track, metadata: TableMetadata, current: Snapshot | None) -> None:
+        """Queue ``current`` first, then every other snapshot newest first."""
+        others = sorted((s for s in metadata.snapshots
+                         if current is None or s.snapshot_id != current.snapshot_id),
+                        key=lambda s: -s.timestamp_ms)
+        order = ([current] if current is not None else []) + others
+        queued = {s.snapshot_id for s in track.wanted}
+        fresh = [s for s in order if s.snapshot_id not in track.built
+                 and s.snapshot_id not in queued]
+        track.wanted = [s for s in order if s.snapshot_id in queued or s in fresh]
+        if track.task is None or track.task.done():
+            track.task = asyncio.get_running_loop().create_task(self._run(track))
+
+    async def _wait_for(self, track: _Track, snapshot_ids: Sequence[int]) -> None:
+        """Until every snapshot of ``snapshot_ids`` is built or failed, or the bound is up."""
+        deadline = time.monotonic() + self._settings.wait_seconds
+        while any(i not in track.built and i not in track.failed for i in snapshot_ids):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            track.progress.clear()
+            try:
+                await asyncio.wait_for(track.progress.wait(), remaining)
+            except TimeoutError:
+                return
+
+    async def _run(self, track: _Track) -> None:
+        started = time.monotonic()
+        while track.wanted:
+            snapshot = track.wanted.pop(0)
+            if snapshot.snapshot_id in track.built:
+                continue
+            if time.monotonic() - started > self._settings.build_max_seconds:
+                track.failed[snapshot.snapshot_id] = "the build ran over its time bound"
+                track.progress.set()
+                continue
+            builder = SnapshotBuilder(track.inputs, self._run_copies)
+            try:
+                built = await asyncio.to_thread(builder.build, snapshot)
+            except (GovernedBuildFailed, Forbidden) as exc:
+                track.failed[snapshot.snapshot_id] = str(exc)
+            except Exception:
+                _log.exception("governed build failed")
+                track.failed[snapshot.snapshot_id] = "the build failed"
+            else:
+                track.built[snapshot.snapshot_id] = built
+            track.progress.set()
+
+    def _run_copies(self, jobs: Sequence[CopyJob]) -> list[CopiedFile]:
+        size = sum(job.data.size for job in jobs)
+        if size > self._settings.build_max_bytes:
+            raise GovernedBuildFailed("the build would read more than governed.build_max_bytes")
+        if size > self._settings.spark_above_bytes:
+            from proxy.governed.spark_copies import copy_on_spark
+            return copy_on_spark(jobs, self._settings.spark_master)
+        return list(self._copies.map(copy_governed, jobs))
+
+    def _write_metadata(self, track: _Track, document: Json) -> str:
+        body = json.dumps(document, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        path = track.inputs.tree.metadata(content_key(body.decode("utf-8")))
+        io = track.inputs.io
+        if not io.new_input(path).exists():
+            with io.new_output(path).create(overwrite=True) as stream:
+                stream.write(body)
+        return path
+
+
+def _freshness(metadata: TableMetadata, served: int | None) -> Freshness:
+    current = metadata.current_snapshot()
+    base_id = None if current is None else current.snapshot_id
+    if served == base_id:
+        return Freshness(served, base_id, 0.0)
+    newer = [s for s in metadata.snapshots if s.parent_snapshot_id == served]
+    since = min((s.timestamp_ms for s in newer), default=time.time() * 1000)
+    return Freshness(served, base_id, max(0.0, time.time() - since / 1000))
