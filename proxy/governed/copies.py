@@ -33,6 +33,7 @@ from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table.metadata import TableMetadata, TableMetadataV2, TableMetadataV3
 from pyiceberg.table.name_mapping import NameMapping
+from pyiceberg.types import NestedField
 
 from proxy.commits.confine import canonical_location
 from proxy.commits.rowfiles import ContentReader, RowBudget, RowCheckFailed, RowFile
@@ -43,6 +44,7 @@ from proxy.governed.masks import MaskUnsupported, mask_column
 from proxy.governed.outfiles import ColumnStats, OutputFailed, existing_facts, write_rows
 from proxy.planning.expressions import parse_filter_detailed
 from proxy.planning.filter_json import bind_filter, filter_to_json
+from proxy.reads.restrictions_json import mask_applies
 from proxy.restrictions import Mask, MaskAction
 
 _NAME_MAPPING = "schema.name-mapping.default"
@@ -120,16 +122,18 @@ def copy_governed(job: CopyJob) -> CopiedFile:
     """Write the governed copy of ``job.data`` to ``job.out_path`` (or reuse the file there)."""
     schema = _schema(job)
     kept = _kept_schema(schema, job.keep_field_ids)
-    masked_ids = {field_id for field_id, _, _ in job.masks}
+    masks = _masks(schema, job.masks)  # before any reuse: a refused mask is refused always
+    masked_ids = {target.field_id for target, _ in masks}
+    row_filter = _row_filter(job, schema)
     io = load_file_io(dict(job.io_properties), location=job.out_path)
     try:
         found = existing_facts(io, job.out_path, kept, masked_ids)
         if found is not None:
             return _copied(job.out_path, found)
-        rows = _permitted(job, schema, _live_rows(job, schema, io))
+        rows = _permitted(_live_rows(job, schema, io), row_filter)
         if rows.num_rows == 0:
             return CopiedFile("", 0, 0)
-        rows = _masked(rows, schema, job.masks)
+        rows = _masked(rows, masks)
         table = rows.select([f.name for f in kept.fields])
         return _copied(job.out_path, write_rows(io, job.out_path, table, kept, masked_ids))
     except RowCheckFailed as failed:
@@ -244,26 +248,35 @@ def _id_schema(schema: Schema, ids: tuple[int, ...]) -> Schema:
 # ---- row filter and masks -----------------------------------------------------------------
 
 
-def _permitted(job: CopyJob, schema: Schema, rows: pa.Table) -> pa.Table:
-    """The rows the row filter is TRUE for (NULL and FALSE are dropped)."""
-    if job.row_filter_json is None or rows.num_rows == 0:
-        return rows
+def _row_filter(job: CopyJob, schema: Schema) -> pc.Expression | None:
+    """The row filter as a pyarrow expression over ``schema``'s columns, None for none; one
+    that does not round-trip exactly or does not bind to ``schema`` fails the copy."""
+    if job.row_filter_json is None:
+        return None
     try:
         parsed = parse_filter_detailed(json.loads(job.row_filter_json))
         if not parsed.exact:
             raise CopyFailed("the row filter does not translate exactly")
         bound = bind_filter(parsed.expression, schema, case_sensitive=True)
-        return rows.filter(expression_to_pyarrow(bound, schema))
-    except (BadRequest, ValueError, TypeError) as exc:
-        raise CopyFailed("the row filter does not apply to the rows of "
-                         f"{job.data.path}") from exc
-    except pa.ArrowException as exc:
-        raise CopyFailed(f"the row filter could not be evaluated on {job.data.path}") from exc
+        return expression_to_pyarrow(bound, schema)
+    except (BadRequest, ValueError, TypeError, pa.ArrowException) as exc:
+        raise CopyFailed(f"the row filter does not apply to the schema of {job.data.path}"
+                         ) from exc
 
 
-def _masked(rows: pa.Table, schema: Schema,
-            masks: tuple[tuple[int, str, str | None], ...]) -> pa.Table:
+def _permitted(rows: pa.Table, row_filter: pc.Expression | None) -> pa.Table:
+    """The rows the row filter is TRUE for (NULL and FALSE are dropped)."""
+    if row_filter is None or rows.num_rows == 0:
+        return rows
+    return rows.filter(row_filter)
+
+
+def _masks(schema: Schema, masks: tuple[tuple[int, str, str | None], ...]
+           ) -> list[tuple[NestedField, Mask]]:
+    """The job's masks with their top-level fields; ``MaskUnsupported`` for one that names no
+    top-level column, an unknown action, or an action the column's type does not take."""
     top = {f.field_id: f for f in schema.fields}
+    checked: list[tuple[NestedField, Mask]] = []
     for field_id, action, value in masks:
         target = top.get(field_id)
         if target is None:
@@ -272,6 +285,15 @@ def _masked(rows: pa.Table, schema: Schema,
             mask = Mask(MaskAction(action), value)
         except ValueError as exc:
             raise MaskUnsupported(f"mask action {action[:40]!r} is not known") from exc
+        if not mask_applies(mask, target):
+            raise MaskUnsupported(f"{mask.action.value} does not apply to column {target.name} "
+                                  f"of type {target.field_type}")
+        checked.append((target, mask))
+    return checked
+
+
+def _masked(rows: pa.Table, masks: list[tuple[NestedField, Mask]]) -> pa.Table:
+    for target, mask in masks:
         index = rows.schema.get_field_index(target.name)
         rows = rows.set_column(index, rows.schema.field(index),
                                mask_column(mask, rows.column(index), target))

@@ -107,6 +107,15 @@ def test_an_existing_file_is_reused_without_reading_the_base(rt: RowTable,
     assert again == first
 
 
+def test_reuse_never_bypasses_a_refused_mask_or_filter(rt: RowTable, tmp_path: Path) -> None:
+    target = out(tmp_path)
+    copy_governed(job(rt, target))
+    with pytest.raises(MaskUnsupported):
+        copy_governed(job(rt, target, masks=((1, "show-first-4", None),)))
+    with pytest.raises(CopyFailed, match="row filter"):
+        copy_governed(job(rt, target, row_filter=EqualTo("nope", 1)))
+
+
 def test_an_existing_file_with_other_columns_is_refused(rt: RowTable, tmp_path: Path) -> None:
     target = out(tmp_path)
     copy_governed(job(rt, target, keep=(1, 2)))
