@@ -3,6 +3,7 @@ masks, kept columns with field ids, statistics without masked columns, reuse, fa
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import pickle
@@ -13,10 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.expressions import EqualTo, Not, NotEqualTo
 from pyiceberg.manifest import DataFileContent
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.transforms import IdentityTransform
 
 from proxy.governed.copies import CopiedFile, CopyFailed, copy_governed
 from proxy.governed.masks import MaskUnsupported
-from tests.support.governed_copies import ROWS, job, row_file, table
+from tests.support.governed_copies import ROWS, SCHEMA, job, row_file, table
 from tests.support.row_files import RowTable
 
 EU = EqualTo("region", "EU")
@@ -170,3 +173,17 @@ def test_jobs_and_results_pickle(rt: RowTable, tmp_path: Path) -> None:
     assert pickle.loads(pickle.dumps(the_job)) == the_job
     copied = copy_governed(the_job)
     assert pickle.loads(pickle.dumps(copied)) == copied
+
+
+def test_a_partitioned_file_is_copied_when_its_partition_describes_it(tmp_path: Path) -> None:
+    folder = tmp_path / "p"
+    folder.mkdir()
+    spec = PartitionSpec(PartitionField(4, 1000, IdentityTransform(), "region"))
+    rt = RowTable.create(folder, SCHEMA, [ROWS], partition_spec=spec)
+    file, sequence = next((f, s) for f, s in rt.data_files() if f.partition[0] == "US")
+    data = row_file(file, sequence)
+    copied = copy_governed(job(rt, out(tmp_path), data=data))
+    assert read(copied.path).column("id").to_pylist() == [1]
+    lying = dataclasses.replace(data, partition=("EU",))
+    with pytest.raises(CopyFailed, match="does not describe"):
+        copy_governed(job(rt, out(tmp_path, "lie"), data=lying))
