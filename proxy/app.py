@@ -29,7 +29,7 @@ from proxy.edge.context import RequestContextMiddleware
 from proxy.edge.dispatch import FastLaneApp
 from proxy.edge.pipeline import GovernedDispatcher, GovernedHandler
 from proxy.gate.enforce import Gate
-from proxy.gate.evidence import ChangeClassifier
+from proxy.gate.evidence import ChangeClassifier, Ungovern
 from proxy.gate.listing import ListingHandlers
 from proxy.gate.nesting import NamespacePaths
 from proxy.gate.page_tokens import PageTokens
@@ -124,7 +124,7 @@ def create_app(settings: Settings, backing: Backing | None = None,
     dispatcher = GovernedDispatcher(
         RouteTable(), handlers, _forward(forwarder),
         _gate(settings, identity.authenticator, authorizer, offers, forwarder, views,
-              catalogs, heads), audit,
+              catalogs, heads, governed.ungovern), audit,
         settings.max_body_bytes, idempotency=idempotency, metrics=metrics,
         replayers={"commit_table": answers.replayed, "create_table": answers.replayed},
     )
@@ -192,12 +192,12 @@ def _forwarder(settings: Settings, backing: Backing, metrics: Metrics) -> Forwar
 
 def _gate(settings: Settings, authenticator: Authenticator, authorizer: PolicyAuthorizer,
           offers: BackingOffers, forwarder: Forwarder, views: ReadViews,
-          catalogs: CatalogNames, heads: KnownHeads) -> Gate:
+          catalogs: CatalogNames, heads: KnownHeads, ungovern: Ungovern) -> Gate:
     """The one authorizer seam every governed request passes."""
     return Gate(
         authenticator, authorizer, offers, catalogs,
         ChangeClassifier(forwarder.fetch, forwarder.post_json, settings.commit_limits,
-                         settings.file_io, heads),
+                         settings.file_io, heads, ungovern),
         settings.commit_limits.max_table_changes, views, NamespacePaths(forwarder.fetch),
     )
 

@@ -143,9 +143,11 @@ class Gate:
             return coarse.admission
         admission = coarse.admission
         assert admission.principal is not None  # a commit is never public
+        principal = admission.principal
         classified = await self._changes.classify_all(
             coarse.inbound, admission.intent.changes,
-            partial(self._refuse_hidden_operation, admission.principal, record), fresh)
+            partial(self._refuse_hidden_operation, principal, record), fresh,
+            governed=self._authorizer.restricted_anywhere(principal))
         record.evidence = [*(c.report for c in classified),  # the committer adds how it landed
                            *admission.intent.evidence]
         self._changes.refuse_stale(classified)

@@ -60,6 +60,10 @@ Post = Fetch  # (path, body, caller headers)
 _EMPTY_SCHEMA = {"type": "struct", "schema-id": 0, "fields": []}
 
 
+Ungovern = Callable[[dict[str, Any], TableMetadata, FileIO], dict[str, Any] | None]
+"""Rewrites a commit built on a governed snapshot onto the base table (``proxy.governed.writes``),
+None when it is not one; raises to refuse it."""
+
 BuildGuard = Callable[[Resource, dict[str, Any], TableMetadata], dict[str, Any] | None]
 """Judges a data operation (its table, body and current metadata) before it is built; raises
 to refuse it (``Gate`` refuses filters over columns hidden from the caller), and may return the
@@ -71,7 +75,8 @@ class ChangeClassifier:
 
     def __init__(self, fetch: Fetch, post: Post, limits: CommitLimits,
                  file_io: Mapping[str, str] = NO_FILE_IO,
-                 heads: KnownHeads | None = None) -> None:
+                 heads: KnownHeads | None = None, ungovern: Ungovern | None = None) -> None:
+        self._ungovern = ungovern
         self._heads = heads  # judge on a head this replica's last commit left (``committer.heads``)
         self._fetch = fetch
         self._post = post
@@ -81,10 +86,12 @@ class ChangeClassifier:
 
     async def classify_all(self, inbound: InboundRequest, changes: tuple[TableChange, ...],
                            guard: BuildGuard | None = None,
-                           fresh: bool = False) -> list[ClassifiedChange]:
+                           fresh: bool = False,
+                           governed: bool = False) -> list[ClassifiedChange]:
         """Every change classified, in order (the first failure stops the rest); ``guard``
         judges each data operation on its table's state before icegov builds it; ``fresh``:
-        every base loaded, no known head used."""
+        every base loaded, no known head used; ``governed``: the caller may read governed
+        snapshots, so a commit built on one is rewritten onto the base table first."""
         for change in changes:
             check_commit_shape(change.body, self._limits)
             if has_data_operation(change.body):
@@ -94,14 +101,16 @@ class ChangeClassifier:
         classified: list[ClassifiedChange] = []
         try:
             for change in changes:
-                classified.append(await self._classify(inbound, change, guard, fresh))
+                classified.append(await self._classify(inbound, change, guard, fresh,
+                                                       governed))
         except Exception:
             discard_built(classified)  # a transaction refused: its built operations go too
             raise
         return classified
 
     async def _classify(self, inbound: InboundRequest, change: TableChange,
-                        guard: BuildGuard | None, fresh: bool) -> ClassifiedChange:
+                        guard: BuildGuard | None, fresh: bool,
+                        governed: bool = False) -> ClassifiedChange:
         if creates_table(change.body):
             check_snapshot_order(added_snapshots(change.body), None, _now_ms(),
                                  format_version=commit_format(change.body, None))
@@ -110,11 +119,17 @@ class ChangeClassifier:
             if await self._chooses_location(inbound, change):
                 intent = replace(intent, actions=intent.actions | {Action.REGISTER_TABLE})
             return ClassifiedChange(change.resource, change.body, intent, None)
-        on_head = None if fresh else await self._on_known_head(change)
+        governed = governed and self._ungovern is not None and not has_data_operation(change.body)
+        on_head = None if fresh or governed else await self._on_known_head(change)
         if on_head is not None:
             return on_head
         observed_at = (self._heads.clock if self._heads is not None else time.monotonic)()
         base = await self.load(inbound, change)
+        rewritten = False
+        if governed and self._ungovern is not None:
+            rebuilt = await run_in_threadpool(self._ungovern, change.body, base.metadata, base.io)
+            if rebuilt is not None:
+                change, rewritten = replace(change, body=rebuilt), True
         if has_data_operation(change.body):
             judged = guard(change.resource, change.body, base.metadata) if guard else None
             if judged is not None:
@@ -131,7 +146,7 @@ class ChangeClassifier:
                 raise behind from None
             raise
         return ClassifiedChange(change.resource, change.body, intent, base, stale,
-                                observed_at=observed_at)
+                                observed_at=observed_at, rewritten=rewritten)
 
     async def _on_known_head(self, change: TableChange) -> ClassifiedChange | None:
         """The change judged on the head this replica's last commit to the table left, when

@@ -38,6 +38,7 @@ from proxy.governed.snapshots import (
     SnapshotBuilder,
 )
 from proxy.governed.views import GovernedView, governed_view
+from proxy.governed.writes import ungoverned
 from proxy.planning.manifest_cache import ManifestCache
 from proxy.restrictions import ReadView
 
@@ -131,6 +132,16 @@ class GovernedSnapshots:
                 track.inputs = replace(track.inputs, metadata=metadata)
                 self._want(track, metadata, current)
 
+    def table_tree(self, metadata: TableMetadata) -> TableTree:
+        """The governed tree of the table ``metadata`` describes."""
+        return TableTree(self._root(metadata), str(metadata.table_uuid))
+
+    def ungovern(self, body: Json, metadata: TableMetadata, io: FileIO) -> Json | None:
+        """``body`` rewritten onto the base table when a snapshot of it was built on a
+        governed one (``writes.ungoverned``); None when none was."""
+        return ungoverned(body, metadata, io, self.table_tree(metadata),
+                          self._settings.copy_proven_files)
+
     def _root(self, metadata: TableMetadata) -> str:
         root = self._settings.root or default_root(metadata.location, self._warehouse)
         own = [metadata.location, *(metadata.properties.get(k) for k in (
@@ -143,7 +154,7 @@ class GovernedSnapshots:
     def _track(self, gview: GovernedView, metadata: TableMetadata, io: FileIO,
                io_properties: Mapping[str, str]) -> _Track:
         key = (gview.table_uuid, gview.digest)
-        tree = TableTree(self._root(metadata), gview.table_uuid).view(gview.digest)
+        tree = self.table_tree(metadata).view(gview.digest)
         inputs = BuildInputs(metadata, io, gview, tree, self._manifests,
                              tuple(sorted({**io_properties, **self._file_io}.items())),
                              self._settings.copy_proven_files, self._settings.build_max_bytes)

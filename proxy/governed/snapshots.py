@@ -31,7 +31,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
 from proxy.commits.rowfiles import RowFile
-from proxy.governed.copies import CopiedFile, CopyJob
+from proxy.governed.copies import CopiedFile, CopyJob, Reading, row_filter_json
 from proxy.governed.layout import ViewTree, content_key
 from proxy.governed.manifests import (
     Kept,
@@ -43,7 +43,6 @@ from proxy.governed.manifests import (
 from proxy.governed.proof import FileProver, Verdict
 from proxy.governed.views import GovernedView
 from proxy.planning.deletes import DeleteIndex, _v3_field, referenced_data_file
-from proxy.planning.filter_json import filter_to_json
 from proxy.planning.manifest_cache import ManifestCache
 
 RunCopies = Callable[[Sequence[CopyJob]], list[CopiedFile]]
@@ -108,7 +107,7 @@ class SnapshotBuilder:
         self._run = run_copies
         self._prover = FileProver(inputs.metadata, inputs.view.row_filter, inputs.io)
         row_filter = inputs.view.row_filter
-        self._filter_json = None if row_filter is None else json.dumps(filter_to_json(row_filter))
+        self._filter_json = None if row_filter is None else row_filter_json(row_filter)
         self._withheld = inputs.view.masked_ids | inputs.view.denied_ids
         self.bytes_read = 0
         self.bytes_written = 0
@@ -192,7 +191,8 @@ class SnapshotBuilder:
             keep_field_ids=tuple(f.field_id for f in view.schema.fields),
             row_filter_json=self._filter_json,
             masks=tuple((i, m.action.value, m.value) for i, m in sorted(view.masks.items())),
-            out_path=out, io_properties=self._in.io_properties, max_bytes=self._in.max_bytes)
+            out_path=out, io_properties=self._in.io_properties, max_bytes=self._in.max_bytes,
+            reading=Reading.of(self._in.metadata, entry.data_file.spec_id))
 
     def _finish(self, pending: list[_Pending]) -> list[ManifestFile]:
         jobs = [job for p in pending for _, job in p.copies]
@@ -208,7 +208,7 @@ class SnapshotBuilder:
                 self.bytes_written += result.file_size_in_bytes
                 kept.append(Kept(entry, governed_data_file(
                     entry.data_file, path=result.path, record_count=result.record_count,
-                    size=result.file_size_in_bytes, stats=dict(result.stats),
+                    size=result.file_size_in_bytes, stats=_stats(result),
                     withheld=self._withheld)))
             manifest = write_governed_manifest(self._in.io, self._in.tree, item.key, item.base,
                                                self._in.metadata, self._in.view.denied_ids,
@@ -237,6 +237,13 @@ class SnapshotBuilder:
         with inputs.io.new_output(path + ".json").create(overwrite=True) as stream:
             stream.write(json.dumps(built.to_json()).encode("utf-8"))
         return built
+
+
+def _stats(copied: CopiedFile) -> dict[str, Any]:
+    stats = copied.stats
+    return {"value_counts": stats.value_counts, "null_value_counts": stats.null_value_counts,
+            "nan_value_counts": stats.nan_value_counts, "lower_bounds": stats.lower_bounds,
+            "upper_bounds": stats.upper_bounds, "column_sizes": stats.column_sizes}
 
 
 def _delete_name(delete: DataFile) -> str:

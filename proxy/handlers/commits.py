@@ -80,8 +80,10 @@ class CommitHandlers:
 
 def _as_sent(admission: Admission) -> list[dict[str, Any] | None]:
     """Each change's body when it is the caller's own (None: icegov built it from a data
-    operation): a request whose bodies are all the caller's own goes out byte for byte."""
-    return [None if c.operation is not None else c.body for c in admission.changes]
+    operation, or rewrote a commit built on a governed snapshot): a request whose bodies are
+    all the caller's own goes out byte for byte."""
+    return [None if c.operation is not None or c.rewritten else c.body
+            for c in admission.changes]
 
 
 def _dumps(body: dict[str, Any]) -> bytes:
