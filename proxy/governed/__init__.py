@@ -8,7 +8,7 @@ reads through the catalog then reads governed data, whatever it plans with.
 
 Owns: the governed layout (``layout``), masks on rows (``masks``), governed copies of data files
 (``copies``, in process or on PySpark), per-manifest governed manifests, governed snapshot trees
-and metadata, and the build service. May import the shared vocabulary, ``proxy.commits``' file
+and metadata, and the build service. It may import the shared vocabulary, ``proxy.commits``' file
 readers, ``proxy.planning``'s delete index and ``proxy.backing``'s table state; never the edge,
 the gate or the handlers.
 """
