@@ -109,7 +109,8 @@ def create_app(settings: Settings, backing: Backing | None = None,
     planner = Planner(ManifestCache(settings.planning.manifest_cache_entries),
                       settings.planning.threads)
     governed = GovernedSnapshots(settings.governed, planner.manifests,
-                                 _governed_warehouse(settings), settings.file_io)
+                                 _governed_warehouse(settings), settings.file_io,
+                                 metrics.observe_governed)
     answers = TableAnswers(views, authorizer.restricts, authorizer.restricted_anywhere,
                            GovernedAnswers(governed, settings.file_io))
     catalogs = CatalogNames(settings.catalog_name, settings.catalogs,

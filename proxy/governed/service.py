@@ -17,7 +17,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -75,14 +75,16 @@ class GovernedSnapshots:
     """Governed snapshots of every table and view in use, built and served."""
 
     def __init__(self, settings: GovernedSettings, manifests: ManifestCache,
-                 warehouse: str | None, file_io: Mapping[str, str]) -> None:
+                 warehouse: str | None, file_io: Mapping[str, str],
+                 observe: Callable[[float], None] | None = None) -> None:
+        """``observe``: told the staleness of every governed answer (a metric)."""
+        self._observe = observe
         self._settings = settings
         self._manifests = manifests
         self._warehouse = warehouse
         self._file_io = dict(file_io)
         self._tracks: dict[tuple[str, str], _Track] = {}
         self._copies = ThreadPoolExecutor(settings.threads, thread_name_prefix="governed")
-        self.last_stale_seconds = 0.0
 
     @property
     def in_use(self) -> bool:
@@ -116,7 +118,8 @@ class GovernedSnapshots:
                 else f"the governed snapshot of this table cannot be built: {reason}",
                 retry_after=RETRY_AFTER_SECONDS)
         freshness = _freshness(metadata, served)
-        self.last_stale_seconds = freshness.stale_seconds
+        if self._observe is not None:
+            self._observe(freshness.stale_seconds)
         document = governed_metadata(base, track.built, gview.digest, freshness)
         location = self._write_metadata(track, document)
         return GovernedAnswer(document, location, freshness, gview.digest)

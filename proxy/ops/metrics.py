@@ -51,6 +51,8 @@ from starlette.responses import Response
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
                    5.0, 10.0, 30.0)
 """Seconds: a proxied loadTable takes about a millisecond, a large commit or plan seconds."""
+STALENESS_BUCKETS = (0.0, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
+"""Seconds a governed answer lagged its base table (0: current)."""
 
 GRANT_LABELS = {"client_credentials": "client_credentials",
                 "urn:ietf:params:oauth:grant-type:token-exchange": "token_exchange"}
@@ -126,6 +128,10 @@ class Metrics:
                                    ("outcome",), registry=r)
         self._tokens = Counter("icegov_tokens_issued", "Access tokens issued.", ("grant",),
                                registry=r)
+        self._governed_stale = Histogram(
+            "icegov_governed_staleness_seconds",
+            "How long the base table had moved past the governed snapshot an answer served "
+            "(0: the base's current snapshot).", buckets=STALENESS_BUCKETS, registry=r)
         self._sources = Sources()
         components = _ComponentCollector(self._sources, worker)
         if worker is None:
@@ -165,6 +171,10 @@ class Metrics:
             duration = self._request_seconds.labels(record.endpoint).observe
             self._duration_children[record.endpoint] = duration
         duration(max(0.0, now - record.started))
+
+    def observe_governed(self, stale_seconds: float) -> None:
+        """One answer served from governed snapshots, and how stale it was."""
+        self._governed_stale.observe(stale_seconds)
 
     def observe_backing(self, method: str, seconds: float) -> None:
         """One request to the backing catalog and how long it took to answer."""
