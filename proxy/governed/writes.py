@@ -63,9 +63,10 @@ def _ungoverned_snapshot(snapshot: Json, body: Json, metadata: TableMetadata, io
     table_locations(metadata, body).require(listed, "manifest list")
     manifests = list(read_manifest_list(io.new_input(listed)))
     governed = [m for m in manifests if tree.holds(m.manifest_path)]
-    if not governed:
-        return None
     own = [m for m in manifests if not tree.holds(m.manifest_path)]
+    if not governed:
+        _names_no_governed_file(own, io, tree, metadata, body, snapshot)
+        return None
     parent_id = snapshot.get("parent-snapshot-id")
     parent = metadata.snapshot_by_id(parent_id) if isinstance(parent_id, int) else None
     if parent is None:
@@ -132,6 +133,21 @@ def _governed_list(io: FileIO, view: ViewTree, parent_id: int, base_list: str,
             io.new_input(view.manifest_list(parent_id, key)))}
     except (OSError, ValueError) as exc:
         raise Forbidden(_REFUSED) from exc
+
+
+def _names_no_governed_file(own: list[ManifestFile], io: FileIO, tree: TableTree,
+                            metadata: TableMetadata, body: Json, snapshot: Json) -> None:
+    """403 when a snapshot that keeps no governed manifest still names a governed file in a
+    manifest it wrote (a delete or overwrite of rows read through a governed snapshot)."""
+    snapshot_id = snapshot.get("snapshot-id")
+    locations = table_locations(metadata, body)
+    for manifest in own:
+        if manifest.added_snapshot_id != snapshot_id:
+            continue
+        locations.require(manifest.manifest_path, "manifest")
+        for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
+            if tree.holds(entry.data_file.file_path):
+                raise Forbidden(_REFUSED)
 
 
 def _only_adds(own: list[ManifestFile], io: FileIO, tree: TableTree, snapshot: Json) -> None:

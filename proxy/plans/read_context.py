@@ -52,10 +52,16 @@ class ReadContext:
     view: ReadView
     applies_masks: bool
     evidence: list[dict[str, Any]] = field(default_factory=list, compare=False)
+    governed_from: ReadView | None = None  # the policy's view, when ``view`` plans governed data
 
     @property
     def metadata(self) -> TableMetadata:
         return self.state.metadata
+
+    @property
+    def policy_view(self) -> ReadView:
+        """The view the policy gives the principal (what the audit record shows)."""
+        return self.governed_from or self.view
 
 
 class TableReader:
@@ -82,7 +88,10 @@ class TableReader:
             raise BackingFailed("the backing catalog's table metadata cannot be read") from exc
         view = self._views.view(principal, table, state.metadata)
         if self._governed is not None and self._governed.governs(view):
-            state, view = await self._governed_state(state, view, admission.evidence)
+            governed_state, planned = await self._governed_state(state, view,
+                                                                 admission.evidence)
+            return ReadContext(principal, table, governed_state, planned, False,
+                               admission.evidence, governed_from=view)
         return ReadContext(principal, table, state, view,
                            self._views.applies_masks(principal, inbound.headers),
                            admission.evidence)

@@ -267,7 +267,7 @@ class PlanService:
 
     def _audit(self, scan: Scan, **plan: Any) -> None:
         scan.context.evidence.append({
-            "resource": str(scan.context.table), "read_view": describe(scan.context.view),
+            "resource": str(scan.context.table), "read_view": describe(scan.context.policy_view),
             "plan": {"snapshot_id": scan.claims.snapshot_id, **plan}})
 
 

@@ -1,13 +1,14 @@
 """Column and row policies against a real client, pyiceberg 0.12 (issue 8 §3, §4).
 
 The demo policy: ``analyst`` may not read ``demo.customers.ssn`` and reads ``email`` only masked
-(no client applies masks, so it is withheld too); ``eu-analyst`` reads only the EU rows of
-``demo.orders``. Both through loadTable (projected schemas, ``read-restrictions``) and through
-server-side planning (400 for a scan naming a hidden column, as for one that is not there;
-statistics of hidden columns stripped; files outside the row filter never handed out). Writes
-by principals that hold the same restrictions plus write rights (test-local
-``analyst-writer`` and ``eu-writer``) must not lose what they cannot see. Both backing
-catalogs.
+(show-last-4); ``eu-analyst`` reads only the EU rows of ``demo.orders``. Both principals are served
+governed snapshots (``proxy.governed``): ``ssn`` is gone from every schema, ``email`` is there with
+masked values, and no mask or row filter is declared (the data already holds them). Through
+server-side planning: 400 for a scan naming the denied column, as for one that is not there;
+no statistics of denied or masked columns; files outside the row filter never handed out. Writes
+by principals that hold the same restrictions plus write rights (test-local ``analyst-writer``
+and ``eu-writer``): an INSERT lands, anything else built on a governed snapshot is 403. Both
+backing catalogs.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ from tests.support.read_tables import (
     EU_WRITER,
     MASK_CAPABLE_CLIENT,
     ORDERS,
-    REGION_FIELD_ID,
     SSN_ID,
     Served,
     arrow_rows,
@@ -53,8 +53,10 @@ from tests.support.read_tables import (
 )
 from tests.support.settings import ADMIN
 
-ANALYST_IDS = frozenset({1, 2, 5})
-HIDDEN = ("ssn", "email")
+ANALYST_IDS = frozenset({1, 2, 3, 5})
+STATS_IDS = frozenset({1, 2, 5})  # no statistics of the masked email
+HIDDEN = ("ssn",)
+MASKED_EMAIL = "xxx@xxxxxxx.org"  # show-last-4 of every demo customer's e-mail
 
 
 def rest(url: str, credential: str, *, server: bool = False) -> RestCatalog:
@@ -91,52 +93,45 @@ def reads(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Se
 
 # -- analyst and demo.customers: loadTable ------------------------------------------------------
 
-def test_analyst_loads_customers_without_the_denied_and_masked_columns(reads: Served) -> None:
+def test_analyst_loads_customers_without_the_denied_column(reads: Served) -> None:
     table = rest(reads.url, ANALYST).load_table(CUSTOMERS)
     assert names(table) == list(ANALYST_COLUMNS)
-    assert [f.field_id for f in table.schema().fields] == [1, 2, 5]  # ids kept
+    assert [f.field_id for f in table.schema().fields] == [1, 2, 3, 5]  # ids kept
     for schema in table.metadata.schemas:
         assert not {f.name for f in schema.fields} & set(HIDDEN)
 
 
-def test_analyst_load_answer_asks_for_server_planning(reads: Served) -> None:
+def test_analyst_load_answer_is_governed(reads: Served) -> None:
     answer = _load(reads.url, ANALYST, CUSTOMERS)
-    assert answer["config"]["scan-planning-mode"] == "server"
     metadata = answer["metadata"]
     for schema in metadata["schemas"]:
         assert [f["name"] for f in schema["fields"]] == list(ANALYST_COLUMNS)
-    # neither column is kept for this client, so no mask is declared for either (a declared
-    # projection would name a field id the projected schema lacks)
-    declared = answer.get("read-restrictions") or {}
-    assert declared.get("required-column-projections", []) == []
-    assert "required-row-filter" not in declared
+    assert "read-restrictions" not in answer  # the data is masked: nothing left to declare
+    assert "/_icegov_governed/" in answer["metadata-location"]
+    assert metadata["properties"]["icegov.governed.stale-seconds"] == "0.000"
+    for snapshot in metadata["snapshots"]:
+        assert "/_icegov_governed/" in snapshot["manifest-list"]
+    assert metadata["metadata-log"] == [] and not metadata.get("statistics")
 
 
-def test_a_mask_capable_client_keeps_email_with_its_mask_declared(reads: Served) -> None:
-    answer = _load(reads.url, ANALYST, CUSTOMERS, **{"X-Client-Version": MASK_CAPABLE_CLIENT})
-    fields = answer["metadata"]["schemas"][0]["fields"]
-    assert [f["name"] for f in fields] == ["id", "name", "email", "region"]
-    assert answer["read-restrictions"] == {
-        "required-column-projections": [{"action": "show-last-4", "field-id": EMAIL_ID}]}
-    assert answer["config"]["scan-planning-mode"] == "server"
+@pytest.mark.parametrize("credential", [ANALYST, ANALYST_WRITER], ids=["trusted", "untrusted"])
+def test_a_mask_capable_client_gets_the_same_governed_answer(reads: Served,
+                                                           credential: str) -> None:
+    """Masks are applied in the data for every client: a client that says it applies masks
+    (trusted or not) is declared none, so it cannot apply one twice."""
+    plain = _load(reads.url, credential, CUSTOMERS)
+    claimed = _load(reads.url, credential, CUSTOMERS,
+                    **{"X-Client-Version": MASK_CAPABLE_CLIENT})
+    assert claimed["metadata"] == plain["metadata"]
+    assert "read-restrictions" not in claimed
 
 
-def test_the_mask_capable_header_of_an_untrusted_principal_changes_nothing(
-        reads: Served) -> None:
-    """X-Client-Version is the caller's own claim: a principal the operator did not name in
-    ``mask_capable_principals`` sending it still gets the masked column removed."""
-    answer = _load(reads.url, ANALYST_WRITER, CUSTOMERS,
-                   **{"X-Client-Version": MASK_CAPABLE_CLIENT})
-    fields = answer["metadata"]["schemas"][0]["fields"]
-    assert "email" not in [f["name"] for f in fields] and "ssn" not in [f["name"] for f in fields]
-    assert "required-column-projections" not in (answer.get("read-restrictions") or {})
-
-
-def test_eu_analyst_load_answer_declares_the_row_filter(reads: Served) -> None:
+def test_eu_analyst_load_answer_is_governed(reads: Served) -> None:
     answer = _load(reads.url, EU_ANALYST, ORDERS)
-    assert answer["read-restrictions"] == {"required-row-filter": {
-        "type": "eq", "left": {"type": "reference", "id": REGION_FIELD_ID}, "right": "eu"}}
-    assert answer["config"]["scan-planning-mode"] == "server"
+    assert "read-restrictions" not in answer  # the rows are filtered: nothing to declare
+    properties = answer["metadata"]["properties"]
+    assert properties["icegov.governed.base-snapshot-id"] == str(
+        answer["metadata"]["current-snapshot-id"])
     fields = answer["metadata"]["schemas"][0]["fields"]
     assert [f["name"] for f in fields] == ["order_id", "region", "amount"]
 
@@ -176,7 +171,14 @@ def _load(url: str, credential: str, identifier: str, **headers: str) -> dict[st
 def test_analyst_reads_every_row_of_the_permitted_columns(reads: Served, server: bool) -> None:
     arrow = rest(reads.url, ANALYST, server=server).load_table(CUSTOMERS).scan().to_arrow()
     assert arrow.column_names == list(ANALYST_COLUMNS)
-    assert rows_of(arrow) == customer_rows(ANALYST_COLUMNS)
+    assert rows_of(arrow) == ordered((i, n, MASKED_EMAIL, r)
+                                     for i, n, _, r in customer_rows(ANALYST_COLUMNS))
+
+
+def test_selecting_the_masked_column_reads_it_masked(reads: Served) -> None:
+    table = rest(reads.url, ANALYST, server=True).load_table(CUSTOMERS)
+    arrow = table.scan(selected_fields=("id", "email")).to_arrow()
+    assert arrow.column("email").to_pylist() == [MASKED_EMAIL] * 4
 
 
 @pytest.mark.parametrize("column", HIDDEN)
@@ -203,10 +205,9 @@ def test_filtering_on_a_hidden_column_is_refused(reads: Served, column: str) -> 
 
 @pytest.mark.parametrize("body", [
     {"stats-fields": ["id", "ssn"]},
-    {"stats-fields": ["email"]},
     {"select": ["SSN"], "case-sensitive": False},
     {"filter": {"type": "eq", "left": {"type": "reference", "term": "ssn"}, "right": "x"}},
-], ids=["stats-ssn", "stats-email", "select-case-insensitive", "filter-spec-form"])
+], ids=["stats-ssn", "select-case-insensitive", "filter-spec-form"])
 def test_every_other_way_of_naming_a_hidden_column_is_refused(reads: Served,
                                                                body: dict[str, Any]) -> None:
     response = planner(reads.url, ANALYST).plan(CUSTOMERS, body)
@@ -224,24 +225,11 @@ def test_plans_carry_no_statistics_of_hidden_columns(reads: Served) -> None:
     assert len(_data_files(asked)) == 2
     for content_file in _data_files(asked):
         stats = stats_field_ids(content_file)
-        assert stats["lower-bounds"] == stats["upper-bounds"] == ANALYST_IDS
-        assert all(ids <= ANALYST_IDS for ids in stats.values()), stats
+        assert stats["lower-bounds"] == stats["upper-bounds"] == STATS_IDS
+        assert all(ids <= STATS_IDS for ids in stats.values()), stats
+        assert EMAIL_ID not in stats["lower-bounds"] and SSN_ID not in stats["lower-bounds"]
     for content_file in _data_files(analyst.completed(CUSTOMERS, {})):
         assert stats_field_ids(content_file) == {}
-
-
-def test_a_mask_capable_client_gets_no_statistics_of_the_masked_column(reads: Served) -> None:
-    """It may read ``email`` (it applies the mask), but bounds would show the raw values."""
-    masker = planner(reads.url, ANALYST, **{"X-Client-Version": MASK_CAPABLE_CLIENT})
-    plan = masker.completed(CUSTOMERS, {"select": ["id", "email"],
-                                        "stats-fields": ["id", "email"]})
-    assert len(_data_files(plan)) == 2
-    for content_file in _data_files(plan):
-        stats = stats_field_ids(content_file)
-        assert 1 in stats["lower-bounds"]
-        assert all(EMAIL_ID not in ids for ids in stats.values()), stats
-    response = masker.plan(CUSTOMERS, {"select": ["ssn"]})
-    assert_error_model(response, 400, "BadRequestException")
 
 
 def _data_files(plan: RawPlan) -> list[dict[str, Any]]:
@@ -361,32 +349,34 @@ def _refused(writes: Served, identifier: str, write: Any, match: str) -> None:
     assert table_state(writes.url, identifier) == before
 
 
-def test_an_append_without_the_hidden_columns_lands_with_them_null(writes: Served,
-                                                                   customers: Table) -> None:
+def test_an_append_without_the_denied_column_lands_with_it_null(writes: Served,
+                                                                customers: Table) -> None:
     table = rest(writes.url, ANALYST_WRITER).load_table(CUSTOMERS)
     assert names(table) == list(ANALYST_COLUMNS)
-    table.append(arrow_rows(table, [(5, "eve", "us")], ANALYST_COLUMNS))
+    table.append(arrow_rows(table, [(5, "eve", "eve@example.org", "us")], ANALYST_COLUMNS))
     rows, _, _ = table_state(writes.url, CUSTOMERS)
-    assert rows == ordered([*customer_rows(), (5, "eve", None, None, "us")])
+    assert rows == ordered([*customer_rows(), (5, "eve", "eve@example.org", None, "us")])
+
+
+ONLY_ADDS = "may only add rows"
 
 
 def test_an_overwrite_is_refused(writes: Served, customers: Table) -> None:
     table = rest(writes.url, ANALYST_WRITER).load_table(CUSTOMERS)
-    replacement = arrow_rows(table, [(9, "zed", "eu")], ANALYST_COLUMNS)
-    _refused(writes, CUSTOMERS, lambda: table.overwrite(replacement), "would drop values")
+    replacement = arrow_rows(table, [(9, "zed", "z@x.org", "eu")], ANALYST_COLUMNS)
+    _refused(writes, CUSTOMERS, lambda: table.overwrite(replacement), ONLY_ADDS)
 
 
 def test_a_copy_on_write_delete_is_refused(writes: Served, customers: Table) -> None:
     table = rest(writes.url, ANALYST_WRITER).load_table(CUSTOMERS)
-    _refused(writes, CUSTOMERS, lambda: table.delete(EqualTo("id", 1)), "would drop values")
+    _refused(writes, CUSTOMERS, lambda: table.delete(EqualTo("id", 1)), ONLY_ADDS)
 
 
-def test_a_delete_of_whole_files_loses_nothing_and_lands(writes: Served,
-                                                        customers: Table) -> None:
+def test_a_delete_of_whole_governed_files_is_refused(writes: Served, customers: Table) -> None:
+    """Its files are governed copies: removing them would act on files of icegov's, not on the
+    table's (a governed principal may add rows, nothing else)."""
     table = rest(writes.url, ANALYST_WRITER).load_table(CUSTOMERS)
-    table.delete(GreaterThanOrEqual("id", 3))  # exactly the second data file
-    rows, _, _ = table_state(writes.url, CUSTOMERS)
-    assert rows == [r for r in customer_rows() if r[0] < 3]  # ssn and email intact
+    _refused(writes, CUSTOMERS, lambda: table.delete(GreaterThanOrEqual("id", 3)), ONLY_ADDS)
 
 
 def test_a_schema_change_is_refused(writes: Served, customers: Table) -> None:
@@ -407,7 +397,7 @@ def test_a_renamed_denied_column_stays_hidden(writes: Served, customers: Table) 
     table = rest(writes.url, ANALYST).load_table(CUSTOMERS)
     assert names(table) == list(ANALYST_COLUMNS)
     for schema in table.metadata.schemas:
-        assert not {f.name for f in schema.fields} & {"ssn", "tax_id", "email"}
+        assert not {f.name for f in schema.fields} & {"ssn", "tax_id"}
     analyst = planner(writes.url, ANALYST)
     assert_error_model(analyst.plan(CUSTOMERS, {"select": ["tax_id"]}), 400)
     old_schema = {"snapshot-id": first, "use-snapshot-schema": True, "select": ["ssn"]}
@@ -420,7 +410,7 @@ def test_a_renamed_denied_column_stays_hidden(writes: Served, customers: Table) 
 def test_an_append_is_refused_when_a_hidden_column_is_required(writes: Served) -> None:
     build_customers(rest(writes.url, ADMIN), ssn_required=True)
     table = rest(writes.url, ANALYST_WRITER).load_table(CUSTOMERS)
-    rows = arrow_rows(table, [(5, "eve", "us")], ANALYST_COLUMNS)
+    rows = arrow_rows(table, [(5, "eve", "e@x.org", "us")], ANALYST_COLUMNS)
     before = table_state(writes.url, CUSTOMERS)
     with pytest.raises(ForbiddenError, match="required column is hidden") as refused:
         table.append(rows)

@@ -71,9 +71,9 @@ p, eu-writer, icegov.demo.orders, SELECT, filter:region = 'eu'
 
 CUSTOMERS = "demo.customers"
 CUSTOMER_COLUMNS = ("id", "name", "email", "ssn", "region")
-ANALYST_COLUMNS = ("id", "name", "region")
-"""What analyst may read of customers: neither ``ssn`` (denied) nor ``email`` (masked, and no
-client applies masks)."""
+ANALYST_COLUMNS = ("id", "name", "email", "region")
+"""What analyst may read of customers: not ``ssn`` (denied); ``email`` it reads masked (governed
+snapshots, ``proxy.governed``)."""
 EMAIL_ID, SSN_ID = 3, 4
 
 
