@@ -72,6 +72,7 @@ class GovernedAnswers:
         answer = {k: v for k, v in base.items() if k != READ_RESTRICTIONS}
         answer["metadata"] = governed.metadata
         answer["metadata-location"] = governed.metadata_location
+        _credentials_for_tree(answer, metadata.location, governed.tree_prefix)
         return answer
 
     @staticmethod
@@ -91,6 +92,21 @@ class GovernedAnswers:
         except (ValueError, KeyError, TypeError):
             return
         self.service.landed(metadata)
+
+
+def _credentials_for_tree(answer: Json, location: str, tree: str) -> None:
+    """Storage credentials scoped to the table's location are offered for the governed tree
+    too (the same store settings; a client picks a credential by path prefix). What of them
+    the principal may receive is ``proxy.reads.disclosure``'s to decide."""
+    credentials = answer.get("storage-credentials")
+    if not isinstance(credentials, list):
+        return
+    covering = [c for c in credentials if isinstance(c, dict)
+                and isinstance(c.get("prefix"), str) and location.startswith(c["prefix"])]
+    if not covering:
+        return
+    best = max(covering, key=lambda c: len(c["prefix"]))
+    answer["storage-credentials"] = [*credentials, {**best, "prefix": tree}]
 
 
 def _config(result: Json) -> dict[str, str]:

@@ -27,8 +27,9 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
 from proxy.errors import Forbidden, NotReady
-from proxy.governed.copies import CopiedFile, CopyJob, copy_governed
+from proxy.governed.copies import CopiedFile, CopyFailed, CopyJob, copy_governed
 from proxy.governed.layout import TableTree, content_key, default_root, outside
+from proxy.governed.masks import MaskUnsupported
 from proxy.governed.metadata import Freshness, governed_metadata, newest_built
 from proxy.governed.settings import GovernedSettings
 from proxy.governed.snapshots import (
@@ -45,6 +46,8 @@ from proxy.restrictions import ReadView
 Json = dict[str, Any]
 _log = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = 5
+FAILED_BUILD_RETRY_SECONDS = 30.0
+"""A failed build is tried again by the first answer that wants it after this long."""
 
 
 @dataclass
@@ -55,6 +58,7 @@ class _Track:
     inputs: BuildInputs
     built: dict[int, GovernedSnapshot] = field(default_factory=dict)
     failed: dict[int, str] = field(default_factory=dict)
+    failed_at: dict[int, float] = field(default_factory=dict)
     wanted: list[Snapshot] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
     progress: asyncio.Event = field(default_factory=asyncio.Event)
@@ -69,6 +73,7 @@ class GovernedAnswer:
     metadata_location: str
     freshness: Freshness
     digest: str
+    tree_prefix: str
 
 
 class GovernedSnapshots:
@@ -122,7 +127,8 @@ class GovernedSnapshots:
             self._observe(freshness.stale_seconds)
         document = governed_metadata(base, track.built, gview.digest, freshness)
         location = self._write_metadata(track, document)
-        return GovernedAnswer(document, location, freshness, gview.digest)
+        return GovernedAnswer(document, location, freshness, gview.digest,
+                              track.inputs.tree.prefix)
 
     def landed(self, metadata: TableMetadata) -> None:
         """icegov landed a commit on the table: build its new current snapshot for every view
@@ -175,6 +181,11 @@ class GovernedSnapshots:
                          if current is None or s.snapshot_id != current.snapshot_id),
                         key=lambda s: -s.timestamp_ms)
         order = ([current] if current is not None else []) + others
+        retry = [i for i, when in track.failed_at.items()
+                 if time.monotonic() - when > FAILED_BUILD_RETRY_SECONDS]
+        for snapshot_id in retry:  # a failure may have been passing: try again
+            track.failed.pop(snapshot_id, None)
+            track.failed_at.pop(snapshot_id, None)
         queued = {s.snapshot_id for s in track.wanted}
         fresh = [s for s in order if s.snapshot_id not in track.built
                  and s.snapshot_id not in queued]
@@ -208,14 +219,20 @@ class GovernedSnapshots:
             builder = SnapshotBuilder(track.inputs, self._run_copies)
             try:
                 built = await asyncio.to_thread(builder.build, snapshot)
-            except (GovernedBuildFailed, Forbidden) as exc:
-                track.failed[snapshot.snapshot_id] = str(exc)
-            except Exception:
+            except (GovernedBuildFailed, CopyFailed, MaskUnsupported, Forbidden) as exc:
+                self._failed(track, snapshot.snapshot_id, str(exc))
+            except Exception:  # a build failure is served as not built
                 _log.exception("governed build failed")
-                track.failed[snapshot.snapshot_id] = "the build failed"
+                self._failed(track, snapshot.snapshot_id, "the build failed")
             else:
                 track.built[snapshot.snapshot_id] = built
             track.progress.set()
+
+    @staticmethod
+    def _failed(track: _Track, snapshot_id: int, reason: str) -> None:
+        _log.warning("governed build of snapshot %s failed: %s", snapshot_id, reason)
+        track.failed[snapshot_id] = reason
+        track.failed_at[snapshot_id] = time.monotonic()
 
     def _run_copies(self, jobs: Sequence[CopyJob]) -> list[CopiedFile]:
         size = sum(job.data.size for job in jobs)

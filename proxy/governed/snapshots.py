@@ -187,7 +187,8 @@ class SnapshotBuilder:
         return CopyJob(
             data=_row_file(entry.data_file, entry),
             deletes=tuple(_row_file(d, None) for d in deletes),
-            schema_json=view.schema.model_dump_json(),
+            # rows are read whole (deletes and the filter may name a denied column), then cut
+            schema_json=self._in.metadata.schema().model_dump_json(),
             keep_field_ids=tuple(f.field_id for f in view.schema.fields),
             row_filter_json=self._filter_json,
             masks=tuple((i, m.action.value, m.value) for i, m in sorted(view.masks.items())),

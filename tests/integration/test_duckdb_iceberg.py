@@ -120,11 +120,11 @@ def test_duckdb_attaches_and_reads_as_an_unrestricted_principal(
 def test_duckdb_attaches_as_a_restricted_principal_with_the_same_attach(
         icegov: str, extensions: Path) -> None:
     with attached(icegov, ANALYST, extensions) as connection:
-        assert tables(connection) == {"demo.customers": ["id"],
+        assert tables(connection) == {"demo.customers": ["id", "email"],
                                       "demo.orders": ["id", "region"]}
-        # reading a table (projected or not) configures storage from what icegov answered
+        # reading a table (governed or not) configures storage from what icegov answered
         assert connection.sql("SELECT * FROM cat.demo.customers ORDER BY id").fetchall() \
-            == [(1,), (2,)]
+            == [(1, "x@xxxxxxx.com"), (2, "x@xxxxxxx.com")]  # email: show-last-4
         assert connection.sql("SELECT * FROM cat.demo.orders ORDER BY id").fetchall() \
             == [(7, "eu"), (8, "us")]
 
@@ -152,5 +152,8 @@ def test_the_restricted_answer_holds_no_key_and_keeps_the_storage_shape(
             k: v for k, v in c["config"].items() if k not in ("s3.access-key-id",
                                                               "s3.secret-access-key")}}
             for c in unrestricted["storage-credentials"]]
+        if table == "customers":  # governed (email masked): the governed tree's settings too
+            tree = restricted["metadata-location"].rsplit("/metadata/", 1)[0]
+            bare.append({**bare[0], "prefix": tree})
         assert restricted["storage-credentials"] == bare
         assert bare[0]["config"]["s3.endpoint"] == store.endpoint

@@ -23,7 +23,6 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
 
 from tests.conftest import RunningProxy, proxy_for
-from tests.support.errors import assert_error_model
 from tests.support.http import as_principal
 from tests.support.plan_tables import RawPlanner, equality_delete, row_delta
 from tests.support.settings import ADMIN, POLICIES
@@ -72,25 +71,30 @@ def test_a_restricted_principals_commit_answer_is_projected(proxy: RunningProxy,
                                                            customers: Table) -> None:
     analyst = RestCatalog("analyst", uri=proxy.url, credential=ANALYST)
     table = analyst.load_table("demo.customers")
-    assert _columns(table) == ["id", "name"]
-    table.append(pa.table({"id": pa.array([3], pa.int64()), "name": ["c"]}))
-    # pyiceberg keeps the metadata the commit answered with: still without ssn and email
-    assert _columns(table) == ["id", "name"]
-    assert all(f.name not in ("ssn", "email") for s in table.metadata.schemas for f in s.fields)
+    assert _columns(table) == ["id", "name", "email"]  # email: served masked
+    table.append(pa.table({"id": pa.array([3], pa.int64()), "name": ["c"], "email": ["c@x"]}))
+    # pyiceberg keeps the metadata the commit answered with: governed, still without ssn
+    assert _columns(table) == ["id", "name", "email"]
+    assert all(f.name != "ssn" for s in table.metadata.schemas for f in s.fields)
+    assert all("/_icegov_governed/" in s.manifest_list for s in table.metadata.snapshots)
     rows = customers.refresh().scan().to_arrow().sort_by("id").to_pylist()
-    assert rows[-1] == {"id": 3, "name": "c", "email": None, "ssn": None}
+    assert rows[-1] == {"id": 3, "name": "c", "email": "c@x", "ssn": None}
     assert [r["ssn"] for r in rows[:2]] == ["111", "222"]  # the admin still sees everything
 
 
-def test_equality_deletes_on_a_hidden_column_refuse_the_plan(proxy: RunningProxy,
-                                                            customers: Table) -> None:
+def test_equality_deletes_on_a_hidden_column_are_applied_in_governed_data(
+        proxy: RunningProxy, customers: Table) -> None:
+    """The analyst reads governed copies with the delete applied: its plan hands out no delete
+    file (whose ``ssn`` values it may not see) and none of the deleted rows."""
     admin = RestCatalog("admin", uri=proxy.url, credential=ADMIN)
     row_delta(admin, customers, [equality_delete(customers, "ssn", ["111"])])
     analyst = RawPlanner(RestCatalog("analyst", uri=proxy.url, credential=ANALYST),
                          as_principal(proxy.url, ANALYST))
-    refused = analyst.plan("demo.customers", {"select": ["id", "name"]})
-    error = assert_error_model(refused, 403)
-    assert "ssn" not in error["message"]
+    plan = analyst.completed("demo.customers", {"select": ["id", "name"]})
+    assert not plan.answers[0].get("delete-files")
+    assert all("/_icegov_governed/" in path for path in plan.data_files())
+    read = RestCatalog("analyst", uri=proxy.url, credential=ANALYST).load_table("demo.customers")
+    assert sorted(read.scan().to_arrow().column("id").to_pylist()) == [2]
     admin_plan = RawPlanner(admin, as_principal(proxy.url, ADMIN)).completed(
         "demo.customers", {})
     assert admin_plan.answers[0].get("delete-files")  # the admin gets the delete to apply
