@@ -39,9 +39,11 @@ class PlanningSettings(BaseModel):
     threads: int = Field(default=4, gt=0, le=64, description="Manifests read in parallel.")
     mask_capable_clients: tuple[str, ...] = Field(
         default=(),
-        description="X-Client-Version prefixes of clients that apply read-restrictions masks; "
-                    "masked columns are removed for every other client (fail closed). Honoured "
-                    "only for mask_capable_principals: the header is the caller's own claim.")
+        description="X-Client-Version prefixes of clients that apply read-restrictions masks. "
+                    "Masked columns are served masked by governed snapshots to every client, so "
+                    "this only lets such a client's principal see masked columns' names in view "
+                    "checks. Honoured only for mask_capable_principals: the header is the "
+                    "caller's own claim.")
     mask_capable_principals: tuple[str, ...] = Field(
         default=(),
         description="Principals or roles trusted to run the mask_capable_clients: only their "
