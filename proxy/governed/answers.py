@@ -3,8 +3,11 @@
 ``GovernedAnswers.answer`` takes a restricted principal's LoadTableResult or CommitTableResponse
 from the backing and returns it as that principal may receive it: the metadata without denied
 columns (``proxy.reads.projection``), its snapshots governed (``service``), its
-``metadata-location`` the governed metadata file, and no ``read-restrictions`` (the data is
-already filtered and masked: a client that applied the masks again would corrupt it). The audit
+``metadata-location`` the governed metadata file, its ``config`` the backing's own (no
+``scan-planning-mode: server``: governed data is safe to plan locally, and a client that
+configures storage from a non-empty ``config``, DuckDB, would demand a region there), and no
+``read-restrictions`` (the data is already filtered and masked: a client that applied the masks
+again would corrupt it). The audit
 record's evidence says which view, base snapshot and staleness the answer served.
 """
 
@@ -69,7 +72,9 @@ class GovernedAnswers:
                                              io_properties)
         evidence.append({"resource": str(table), "governed": {
             "view": governed.digest, **governed.freshness.to_json()}})
-        answer = {k: v for k, v in base.items() if k != READ_RESTRICTIONS}
+        answer = {k: v for k, v in base.items() if k not in (READ_RESTRICTIONS, "config")}
+        if "config" in result:  # the backing's own: governed data is planned like any table
+            answer["config"] = result["config"]
         answer["metadata"] = governed.metadata
         answer["metadata-location"] = governed.metadata_location
         _credentials_for_tree(answer, metadata.location, governed.tree_prefix)
