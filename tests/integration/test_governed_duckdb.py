@@ -50,14 +50,7 @@ from tests.support.servers import serve
 from tests.support.settings import ADMIN, settings_for_tests
 from tests.support.vending import VendingTransport
 
-S3_UNCOVERED = (
-    "governed data on an object store lies outside the prefix of every storage credential the "
-    "backing vends (the table's location): DuckDB configures storage per credential prefix, "
-    "finds none for s3://<bucket>/wh/_icegov_governed/... and reads it with no endpoint "
-    "(https://<bucket>.s3.amazonaws.com). icegov vends no access to the governed location")
-BACKINGS = ("embedded", "reference",
-            pytest.param("embedded-s3", marks=pytest.mark.xfail(strict=True,
-                                                                reason=S3_UNCOVERED)))
+BACKINGS = ("embedded", "reference", "embedded-s3")
 MASKED_EMAILS = [(1, "xxx@xxxxxxx.org"), (2, "xxx@xxxxxxx.org"), (3, "xxx@xxxxxxx.org"),
                  (4, "xxx@xxxxxxx.org")]
 """``show-last-4`` of every customer's ``<3 letters>@example.org``."""
