@@ -201,6 +201,13 @@ def test_a_mask_on_a_partition_column_fails_closed(tmp_path: Path) -> None:
     assert governs(view) and not governs(ReadView(TABLE, denied=frozenset({"email"})))
 
 
+def test_a_format_3_table_fails_closed(tmp_path: Path) -> None:
+    table = make_table(tmp_path)
+    v3 = table.metadata.model_copy(update={"format_version": 3})
+    with pytest.raises(Forbidden, match="format-3"):
+        governed_view(EU, v3)
+
+
 # -- the service: freshness -----------------------------------------------------------------------
 
 def _service(tmp: Path, **settings: Any) -> GovernedSnapshots:
