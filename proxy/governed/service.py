@@ -132,12 +132,15 @@ class GovernedSnapshots:
 
     def landed(self, metadata: TableMetadata) -> None:
         """icegov landed a commit on the table: build its new current snapshot for every view
-        of the table in use."""
+        of the table in use — unless the commit changed the table's columns: a view is judged
+        against the columns it was resolved on (a new column may be one the policy denies), so
+        that build waits for the next restricted answer, which resolves the view afresh."""
         current = metadata.current_snapshot()
         if current is None:
             return
         for (uuid, _), track in list(self._tracks.items()):
-            if uuid == str(metadata.table_uuid):
+            if uuid == str(metadata.table_uuid) and _same_columns(track.inputs.metadata,
+                                                                  metadata):
                 track.inputs = replace(track.inputs, metadata=metadata)
                 self._want(track, metadata, current)
 
@@ -251,6 +254,13 @@ class GovernedSnapshots:
             with io.new_output(path).create(overwrite=True) as stream:
                 stream.write(body)
         return path
+
+
+def _same_columns(before: TableMetadata, after: TableMetadata) -> bool:
+    """True when both states have the same schemas (so a view resolved on one holds on the
+    other)."""
+    return (before.current_schema_id == after.current_schema_id
+            and [s.schema_id for s in before.schemas] == [s.schema_id for s in after.schemas])
 
 
 def _freshness(metadata: TableMetadata, served: int | None) -> Freshness:

@@ -232,12 +232,16 @@ def local_policies(workdir: Path) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def served(backend: str, workdir: Path, **planning: Any) -> Iterator[Served]:
+def served(backend: str, workdir: Path, governed: dict[str, Any] | None = None,
+           **planning: Any) -> Iterator[Served]:
     """A proxy in front of ``backend`` with the test-local policy; ``planning`` overrides
-    planning settings (mask-capable clients: ``MASK_CAPABLE_CLIENT`` of ``MASK_TRUSTED``)."""
+    planning settings (mask-capable clients: ``MASK_CAPABLE_CLIENT`` of ``MASK_TRUSTED``),
+    ``governed`` the governed-snapshot settings."""
     settings = local_policies(workdir)
     settings["planning"] = {"mask_capable_clients": (MASK_CAPABLE_CLIENT,),
                             "mask_capable_principals": (MASK_TRUSTED,), **planning}
+    if governed is not None:
+        settings["governed"] = governed
     if backend == "embedded":
         with serve(create_app(settings_for_tests(workdir, **settings))) as url:
             yield Served(RunningProxy(url, workdir), None)
