@@ -63,6 +63,7 @@ class _Track:
     task: asyncio.Task[None] | None = None
     progress: asyncio.Event = field(default_factory=asyncio.Event)
     used: float = field(default_factory=time.monotonic)
+    answered: tuple[tuple[int, int | None, int], GovernedAnswer] | None = None
 
 
 @dataclass(frozen=True)
@@ -125,10 +126,16 @@ class GovernedSnapshots:
         freshness = _freshness(metadata, served)
         if self._observe is not None:
             self._observe(freshness.stale_seconds)
+        key = (metadata.last_updated_ms, served, len(track.built))
+        if freshness.current and track.answered is not None and track.answered[0] == key:
+            return track.answered[1]  # the same base state, already answered
         document = governed_metadata(base, track.built, gview.digest, freshness)
         location = self._write_metadata(track, document)
-        return GovernedAnswer(document, location, freshness, gview.digest,
-                              track.inputs.tree.prefix)
+        answer = GovernedAnswer(document, location, freshness, gview.digest,
+                                track.inputs.tree.prefix)
+        if freshness.current:
+            track.answered = (key, answer)
+        return answer
 
     def landed(self, metadata: TableMetadata) -> None:
         """icegov landed a commit on the table: build its new current snapshot for every view
