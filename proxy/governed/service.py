@@ -17,7 +17,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -27,6 +27,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
 from proxy.errors import Forbidden, NotReady
+from proxy.governed.collect import Collector, Uses
 from proxy.governed.copies import CopiedFile, CopyFailed, CopyJob, copy_governed
 from proxy.governed.layout import TableTree, content_key, default_root, outside
 from proxy.governed.masks import MaskUnsupported
@@ -91,6 +92,7 @@ class GovernedSnapshots:
         self._file_io = dict(file_io)
         self._tracks: dict[tuple[str, str], _Track] = {}
         self._copies = ThreadPoolExecutor(settings.threads, thread_name_prefix="governed")
+        self.collector = Collector(settings.retain_unused_seconds, manifests)  # collect()
 
     @property
     def in_use(self) -> bool:
@@ -237,6 +239,54 @@ class GovernedSnapshots:
             else:
                 track.built[snapshot.snapshot_id] = built
             track.progress.set()
+        self.collect(track.inputs.metadata)  # collection: the one call site
+
+    # ---- collection of governed trees (issue 21 item 7): this method only -----------------
+
+    def collect(self, metadata: TableMetadata) -> None:
+        """Collect the table's governed trees in the background (``collect.Collector``: at
+        most once per table per minute or grace). When it starts, views whose track built
+        nothing and served no answer within ``retain_unused_seconds`` are forgotten here (their
+        trees retire); the newest base metadata any track of the table holds says which base
+        snapshots are live. Tracks of views whose trees were removed are forgotten too, so a
+        view used again is built again."""
+        uuid = str(metadata.table_uuid)
+
+        def uses() -> Uses:
+            in_use: set[str] = set()
+            busy: set[str] = set()
+            newest: TableMetadata = metadata
+            grace = self._settings.retain_unused_seconds
+            for (table, digest), track in list(self._tracks.items()):
+                if table != uuid:
+                    continue
+                running = bool(track.wanted) or (track.task is not None
+                                                 and not track.task.done())
+                if running:
+                    busy.add(digest)
+                if running or time.monotonic() - track.used < grace:
+                    in_use.add(digest)
+                else:
+                    del self._tracks[(table, digest)]
+                if track.inputs.metadata.last_updated_ms > newest.last_updated_ms:
+                    newest = track.inputs.metadata
+            return Uses(frozenset(in_use), frozenset(busy), newest, io)
+
+        def retired(digests: Iterable[str]) -> None:
+            for digest in digests:
+                self._tracks.pop((uuid, digest), None)
+
+        tracks = [t for (table, _), t in self._tracks.items() if table == uuid]
+        if not tracks:
+            return
+        io = tracks[0].inputs.io
+        try:
+            tree = self.table_tree(metadata)
+        except Forbidden:
+            return
+        self.collector.request(tree, uses, retired)
+
+    # ---- end of collection -----------------------------------------------------------------
 
     @staticmethod
     def _failed(track: _Track, snapshot_id: int, reason: str) -> None:
