@@ -92,7 +92,7 @@ class GovernedSnapshots:
         self._file_io = dict(file_io)
         self._tracks: dict[tuple[str, str], _Track] = {}
         self._copies = ThreadPoolExecutor(settings.threads, thread_name_prefix="governed")
-        self.collector = Collector(settings.retain_unused_seconds, manifests)  # collect()
+        self.collector = Collector(settings.retain_unused_seconds, manifests)
 
     @property
     def in_use(self) -> bool:
@@ -104,6 +104,7 @@ class GovernedSnapshots:
             if track.task is not None:
                 track.task.cancel()
         self._copies.shutdown(wait=False, cancel_futures=True)
+        self.collector.close()
 
     async def govern(self, base: Json, view: ReadView, metadata: TableMetadata,
                      io: FileIO, io_properties: Mapping[str, str]) -> GovernedAnswer:
@@ -239,9 +240,7 @@ class GovernedSnapshots:
             else:
                 track.built[snapshot.snapshot_id] = built
             track.progress.set()
-        self.collect(track.inputs.metadata)  # collection: the one call site
-
-    # ---- collection of governed trees (issue 21 item 7): this method only -----------------
+        self.collect(track.inputs.metadata)
 
     def collect(self, metadata: TableMetadata) -> None:
         """Collect the table's governed trees in the background (``collect.Collector``: at
@@ -276,7 +275,7 @@ class GovernedSnapshots:
             for digest in digests:
                 self._tracks.pop((uuid, digest), None)
 
-        tracks = [t for (table, _), t in self._tracks.items() if table == uuid]
+        tracks = [t for (table, _), t in list(self._tracks.items()) if table == uuid]
         if not tracks:
             return
         io = tracks[0].inputs.io
@@ -285,8 +284,6 @@ class GovernedSnapshots:
         except Forbidden:
             return
         self.collector.request(tree, uses, retired)
-
-    # ---- end of collection -----------------------------------------------------------------
 
     @staticmethod
     def _failed(track: _Track, snapshot_id: int, reason: str) -> None:
