@@ -83,6 +83,10 @@ class GovernedSnapshots:
         self._tracks: dict[tuple[str, str], _Track] = {}
         self._copies = ThreadPoolExecutor(settings.threads, thread_name_prefix="governed")
         self.last_stale_seconds = 0.0
+        self.bytes_read = 0
+        """Bytes of base data and delete files every build so far gave its copies to read."""
+        self.bytes_written = 0
+        """Bytes of governed data files every build so far wrote (or found written)."""
 
     @property
     def in_use(self) -> bool:
@@ -212,6 +216,8 @@ class GovernedSnapshots:
                 track.failed[snapshot.snapshot_id] = "the build failed"
             else:
                 track.built[snapshot.snapshot_id] = built
+            self.bytes_read += builder.bytes_read
+            self.bytes_written += builder.bytes_written
             track.progress.set()
 
     def _run_copies(self, jobs: Sequence[CopyJob]) -> list[CopiedFile]:
