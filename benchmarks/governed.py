@@ -1,10 +1,11 @@
 """Governed snapshots at scale: first builds, a refresh, a partition-aligned filter, warm loads.
 
-A table of ``--files`` Parquet files, ``--mb`` MB in all (default 200 files, 2 GiB: issue 21's
+A table of ``--files`` Parquet files, ``--mb`` MiB in all (default 200 files, 2 GiB: issue 21's
 size), partitioned by ``shard`` (10 values, one per file) and not by ``pick`` (uniform 0..99 in
-every file). Three principals read it: ``bench-pick`` (``filter:pick < 10``: ~10% of the rows of
+every file). Four principals read it: ``bench-pick`` (``filter:pick < 10``: ~10% of the rows of
 every file, so every file is copied), ``bench-shard`` (``filter:shard = 3``: partition-aligned,
-so no file is copied) and ``bench-reader`` (no restriction).
+so no file is copied), ``bench-columns`` (one column denied: restricted, not governed) and
+``bench-reader`` (no restriction); warm loadTables of the last two and ``bench-pick`` alternate.
 
 The embedded catalog runs standalone (``icegov catalog``, its own process) and two icegovs run in
 this process in front of it (``create_app`` served by ``tests/support/servers.serve``), each with
@@ -24,7 +25,7 @@ process's own ``/proc/self/io`` ``rchar``/``wchar`` (every read and write, metad
 included) are shown beside them. Every file is read once before timing (page cache warm for every
 arm) and Spark runs a small CTAS first (JIT warm).
 
-Run: ``python benchmarks/governed.py`` (the issue's size: ~3 min on 2 cores, ~3 GB of disk in
+Run: ``python benchmarks/governed.py`` (the issue's size: ~2 min on 2 cores, ~3 GB of disk in
 the temporary directory), or ``--files 20 --mb 50`` for a smoke run (~30 s).
 """
 
