@@ -121,7 +121,8 @@ def create_app(settings: Settings, backing: Backing | None = None,
     handlers = _governed_handlers(settings, forwarder, authorizer,
                                   _Reads(views, planner, answers), config,
                                   identity.token_endpoint, metrics, heads)
-    metrics.watch(manifest_cache=lambda: planner.manifests.stats, policy=authorizer, audit=audit)
+    metrics.watch(manifest_cache=lambda: planner.manifests.stats, policy=authorizer, audit=audit,
+                  governed=governed)
     dispatcher = GovernedDispatcher(
         RouteTable(), handlers, _forward(forwarder),
         _gate(settings, identity.authenticator, authorizer, offers, forwarder, views,

@@ -13,16 +13,15 @@ record's evidence says which view, base snapshot and staleness the answer served
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from pyiceberg.io import FileIO
+from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil
 
-from proxy.backing.tables import parse_table_state
+from proxy.backing.tables import io_properties as backing_io_properties
 from proxy.governed.metadata import PROPERTY_PREFIX
 from proxy.governed.service import GovernedSnapshots
 from proxy.governed.views import governs
@@ -65,9 +64,10 @@ class GovernedAnswers:
         base = project_load_result(result, columns_only(view), applies_masks=False) \
             if view.denied else result
         io_properties = {**_config(result), **self._file_io}
-        if io is None:
-            body = json.dumps(result).encode("utf-8")
-            io = parse_table_state(table, body, self._file_io).io
+        if io is None:  # as parse_table_state opens it, without parsing the metadata again
+            location = result.get("metadata-location")
+            io = load_file_io(backing_io_properties(self._file_io, _config(result)),
+                              location if isinstance(location, str) else metadata.location)
         governed = await self.service.govern(base["metadata"], view, metadata, io,
                                              io_properties)
         evidence.append({"resource": str(table), "governed": {

@@ -93,6 +93,10 @@ class GovernedSnapshots:
         self._tracks: dict[tuple[str, str], _Track] = {}
         self._copies = ThreadPoolExecutor(settings.threads, thread_name_prefix="governed")
         self.collector = Collector(settings.retain_unused_seconds, manifests)
+        self.bytes_read = 0
+        """Bytes of base data and delete files every build so far gave its copies to read."""
+        self.bytes_written = 0
+        """Bytes of governed data files every build so far wrote (or found written)."""
 
     @property
     def in_use(self) -> bool:
@@ -239,6 +243,8 @@ class GovernedSnapshots:
                 self._failed(track, snapshot.snapshot_id, "the build failed")
             else:
                 track.built[snapshot.snapshot_id] = built
+            self.bytes_read += builder.bytes_read
+            self.bytes_written += builder.bytes_written
             track.progress.set()
         self.collect(track.inputs.metadata)
 

@@ -18,7 +18,9 @@ What is counted where:
   unknown: ``landed``, ``absent``, ``unknown``) from ``proxy.committer.committer``.
 - ``icegov_tokens_issued_total{grant}`` (``client_credentials``, ``token_exchange``).
 - Read at scrape time from the components themselves: plan and manifest cache lookups, the
-  policy generation and reload failures, audit write failures, process CPU and memory.
+  policy generation and reload failures, audit write failures, the bytes governed-snapshot
+  builds read and wrote (``icegov_governed_build_bytes_total{io}``, ``io`` ``read`` or
+  ``written``), process CPU and memory.
 
 With several uvicorn workers (``icegov serve --workers N``, ``proxy.ops.workers``) prometheus-client
 runs in multiprocess mode: request, commit and token series are summed over every worker,
@@ -87,6 +89,16 @@ class PolicyState(Protocol):
     def status(self) -> PolicyStatusLike: ...
 
 
+class GovernedBytes(Protocol):
+    """What governed-snapshot builds read and wrote so far (``GovernedSnapshots``)."""
+
+    @property
+    def bytes_read(self) -> int: ...
+
+    @property
+    def bytes_written(self) -> int: ...
+
+
 class PolicyStatusLike(Protocol):
     @property
     def last_error_at(self) -> float | None: ...
@@ -100,6 +112,7 @@ class Sources:
     manifest_cache: Callable[[], Hits] | None = None
     policy: PolicyState | None = None
     audit: object | None = None  # its ``failures`` attribute (an int), if it has one
+    governed: GovernedBytes | None = None
 
 
 class Metrics:
@@ -149,9 +162,11 @@ class Metrics:
 
     def watch(self, *, plan_cache: Callable[[], Hits] | None = None,
               manifest_cache: Callable[[], Hits] | None = None,
-              policy: PolicyState | None = None, audit: object | None = None) -> None:
+              policy: PolicyState | None = None, audit: object | None = None,
+              governed: GovernedBytes | None = None) -> None:
         """Components whose counters are read at each scrape (given ones replace earlier)."""
         s = self._sources
+        s.governed = governed if governed is not None else s.governed
         s.plan_cache = plan_cache or s.plan_cache
         s.manifest_cache = manifest_cache or s.manifest_cache
         s.policy = policy or s.policy
@@ -231,7 +246,7 @@ class _ComponentCollector(Collector):
         self._last_failure_at: float | None = None
 
     def describe(self) -> Iterable[Metric]:
-        return [*self._lookups(), *self._policy_families()]
+        return [*self._lookups(), *self._policy_families(), self._governed_family()]
 
     def collect(self) -> Iterable[Metric]:
         s, own = self._sources, self._values
@@ -250,7 +265,17 @@ class _ComponentCollector(Collector):
                                     "Audit records that could not be written.",
                                     labels=self._labels)
         audit.add_metric(own, audit_failures if isinstance(audit_failures, int) else 0)
-        return [plans, manifests, generation, failing, failures, audit]
+        governed = self._governed_family()
+        if s.governed is not None:
+            governed.add_metric([*own, "read"], s.governed.bytes_read)
+            governed.add_metric([*own, "written"], s.governed.bytes_written)
+        return [plans, manifests, generation, failing, failures, audit, governed]
+
+    def _governed_family(self) -> CounterMetricFamily:
+        return CounterMetricFamily(
+            "icegov_governed_build_bytes",
+            "Bytes governed-snapshot builds gave their copies to read (base data and delete "
+            "files) and wrote (governed data files).", labels=(*self._labels, "io"))
 
     def _lookups(self) -> tuple[CounterMetricFamily, CounterMetricFamily]:
         plans = CounterMetricFamily(

@@ -125,10 +125,17 @@ class _Audit:
     failures: int = 0
 
 
+@dataclass
+class _Governed:
+    bytes_read: int = 0
+    bytes_written: int = 0
+
+
 def test_scrape_time_sources_and_bounded_labels() -> None:
     metrics = Metrics(process=False)
     policy, audit = _Policy(), _Audit()
-    metrics.watch(plan_cache=lambda: PlanCacheStats(4, 2, 1), policy=policy, audit=audit)
+    metrics.watch(plan_cache=lambda: PlanCacheStats(4, 2, 1), policy=policy, audit=audit,
+                  governed=_Governed(bytes_read=7, bytes_written=3))
     metrics.observe_commit("DELETE+INSERT", "conflict", rebases=2)
     metrics.observe_commit(None, "landed", rebases=0)
     metrics.observe_commit("users.secret_table", "surprise", rebases=0)
@@ -154,6 +161,30 @@ def test_scrape_time_sources_and_bounded_labels() -> None:
     assert value(first, "icegov_policy_generation") == 3
     assert value(first, "icegov_policy_reload_failing") == 1
     assert value(first, "icegov_audit_write_failures_total") == 2
+    assert value(first, "icegov_governed_build_bytes_total", io="read") == 7
+    assert value(first, "icegov_governed_build_bytes_total", io="written") == 3
     assert [value(s, "icegov_policy_reload_failures_total") for s in (first, second, third)] == [
         1, 1, 2]
     assert "secret_table" not in metrics.exposition().decode()
+
+
+def test_a_governed_build_counts_the_bytes_it_read_and_wrote(tmp_path: Path) -> None:
+    schema = pa.schema([("order_id", pa.int64()), ("region", pa.string())])
+    with serve(create_app(settings_for_tests(tmp_path))) as url:
+        admin = RestCatalog("metrics", uri=url, credential=ADMIN)
+        admin.create_namespace("demo")
+        table = admin.create_table("demo.orders", schema)  # eu-analyst: region = 'eu'
+        table.append(pa.table({"order_id": pa.array([1, 2, 3], pa.int64()),
+                               "region": pa.array(["eu", "us", "eu"])}, schema=schema))
+        before = samples(httpx.get(f"{url}/metrics").text)
+        governed = RestCatalog("eu", uri=url, credential="eu-analyst:eu-analyst-secret")
+        [served] = governed.load_table("demo.orders").scan().plan_files()
+        after = samples(httpx.get(f"{url}/metrics").text)
+    [base] = table.scan().plan_files()
+    assert [value(before, "icegov_governed_build_bytes_total", io=io)
+            for io in ("read", "written")] == [0, 0]
+    assert value(after, "icegov_governed_build_bytes_total", io="read") == \
+        base.file.file_size_in_bytes
+    assert value(after, "icegov_governed_build_bytes_total", io="written") == \
+        served.file.file_size_in_bytes
+    assert served.file.record_count == 2
