@@ -47,6 +47,7 @@ from proxy.restrictions import ReadView
 Json = dict[str, Any]
 _log = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = 5
+VIEWS_KEPT = 1024
 FAILED_BUILD_RETRY_SECONDS = 30.0
 """A failed build is tried again by the first answer that wants it after this long."""
 
@@ -91,6 +92,7 @@ class GovernedSnapshots:
         self._warehouse = warehouse
         self._file_io = dict(file_io)
         self._tracks: dict[tuple[str, str], _Track] = {}
+        self._views: dict[tuple[object, ...], GovernedView] = {}
         self._copies = ThreadPoolExecutor(settings.threads, thread_name_prefix="governed")
         self.collector = Collector(settings.retain_unused_seconds, manifests)
         self.bytes_read = 0
@@ -114,7 +116,7 @@ class GovernedSnapshots:
                      io: FileIO, io_properties: Mapping[str, str]) -> GovernedAnswer:
         """The governed counterpart of ``base`` (TableMetadata JSON, denied columns gone) for
         ``view`` on the table ``metadata`` describes."""
-        gview = governed_view(view, metadata)
+        gview = self._governed_view(view, metadata)
         track = self._track(gview, metadata, io, io_properties)
         current = metadata.current_snapshot()
         self._want(track, metadata, current)
@@ -143,6 +145,19 @@ class GovernedSnapshots:
         if freshness.current:
             track.answered = (key, answer)
         return answer
+
+    def _governed_view(self, view: ReadView, metadata: TableMetadata) -> GovernedView:
+        """``governed_view``, remembered per view and table state (``last-updated-ms`` moves
+        with every change of the metadata it reads: schemas, specs, format)."""
+        key = (view.cache_key(), str(metadata.table_uuid), metadata.last_updated_ms,
+               metadata.format_version, metadata.current_schema_id)
+        known = self._views.get(key)
+        if known is None:
+            known = governed_view(view, metadata)
+            if len(self._views) >= VIEWS_KEPT:
+                self._views.clear()
+            self._views[key] = known
+        return known
 
     def landed(self, metadata: TableMetadata) -> None:
         """icegov landed a commit on the table: build its new current snapshot for every view

@@ -13,15 +13,17 @@ principal no column or row rule can touch gets the backing's bytes unchanged.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from typing import Any
 
-from pyiceberg.table.metadata import TableMetadataUtil
+from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil
 from starlette.responses import Response
 
 from proxy.admission.admission import Admission
 from proxy.backing.forward import Forwarder, relayed_answer
+from proxy.commits.lru import SizedLru
 from proxy.errors import BackingFailed, Forbidden
 from proxy.governance import Principal
 from proxy.governed.answers import GovernedAnswers
@@ -53,6 +55,7 @@ class TableAnswers:
         self._may_restrict = may_restrict
         self.disclosure = Disclosure(restricted_anywhere)
         self.governed = governed
+        self._parses: SizedLru[bytes, tuple[dict[str, Any], TableMetadata]] = SizedLru(64)
 
     def restricted(self, principal: Principal | None, table: Resource) -> bool:
         """True when some column or row rule may apply to ``principal`` on ``table``."""
@@ -65,16 +68,14 @@ class TableAnswers:
                                      and not self.restricted(principal, table))
 
     async def projected(self, result: dict[str, Any], principal: Principal, table: Resource,
-                        inbound: InboundRequest, evidence: list[dict[str, Any]]) -> Any | None:
-        """The answer ``result`` (a parsed LoadTableResult or CommitTableResponse) with the
-        table's metadata as ``principal`` may see it — governed snapshots where its view
-        filters rows or masks a column (``proxy.governed``) — or None when its view of the
-        table restricts nothing (what else it may not receive is ``disclosure``'s to take
-        out)."""
-        try:
-            metadata = TableMetadataUtil.parse_obj(result["metadata"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise BackingFailed("the backing catalog's table metadata cannot be read") from exc
+                        inbound: InboundRequest, evidence: list[dict[str, Any]],
+                        metadata: TableMetadata | None = None) -> Any | None:
+        """The answer ``result`` (a parsed LoadTableResult or CommitTableResponse; ``metadata``
+        its metadata, parsed) with the table's metadata as ``principal`` may see it — governed
+        snapshots where its view filters rows or masks a column (``proxy.governed``) — or None
+        when its view of the table restricts nothing (what else it may not receive is
+        ``disclosure``'s to take out)."""
+        metadata = metadata or _metadata_of(result)
         view = self._views.view(principal, table, metadata)
         if not view.restricted:
             return None
@@ -84,6 +85,23 @@ class TableAnswers:
             return await self.governed.answer(result, view, metadata, table, evidence)
         applies_masks = self._views.applies_masks(principal, inbound.headers)
         return project_load_result(result, view, applies_masks=applies_masks)
+
+    def _parsed(self, body: bytes) -> tuple[dict[str, Any], TableMetadata]:
+        """A table answer's JSON and its metadata, parsed once per distinct answer (the same
+        metadata is answered again and again; both are only ever read)."""
+        key = hashlib.blake2b(body, digest_size=20).digest()
+        known = self._parses.get(key)
+        if known is not None:
+            return known
+        try:
+            result = json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            raise BackingFailed("the backing catalog's table metadata cannot be read") from exc
+        if not isinstance(result, dict):
+            raise BackingFailed("the backing catalog's table metadata cannot be read")
+        parsed = (result, _metadata_of(result))
+        self._parses.put(key, parsed)
+        return parsed
 
     async def replayed(self, response: Response, inbound: InboundRequest,
                        admission: Admission) -> Response:
@@ -125,13 +143,9 @@ class TableAnswers:
         withheld = self.disclosure.withheld(principal)
         if response.status_code != 200 or not self.restricted(principal, table):
             return disclosed_response(response, withheld, keep_location=keep_location)
-        try:
-            result = json.loads(bytes(response.body))
-        except (ValueError, RecursionError) as exc:
-            raise BackingFailed("the backing catalog's table metadata cannot be read") from exc
-        if not isinstance(result, dict):
-            raise BackingFailed("the backing catalog's table metadata cannot be read")
-        projected = await self.projected(result, principal, table, inbound, admission.evidence)
+        result, metadata = self._parsed(bytes(response.body))
+        projected = await self.projected(result, principal, table, inbound, admission.evidence,
+                                         metadata)
         if projected is not None and not (self.governed is not None
                                           and self.governed.is_governed(projected)):
             withheld = withheld.and_metadata_files()
@@ -140,6 +154,13 @@ class TableAnswers:
         cleaned = disclosed(result, withheld, keep_location=keep_location)
         return with_body(response, dumps(cleaned)) if projected is not None or (
             cleaned != result) else response
+
+
+def _metadata_of(result: dict[str, Any]) -> TableMetadata:
+    try:
+        return TableMetadataUtil.parse_obj(result["metadata"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BackingFailed("the backing catalog's table metadata cannot be read") from exc
 
 
 class LoadTableHandler:
