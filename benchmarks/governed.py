@@ -62,6 +62,8 @@ from pyiceberg.types import DoubleType, IntegerType, LongType, NestedField
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from passthrough import REPO, free_port, icegov_server
 
+sys.path.insert(0, str(REPO))  # tests.support: the in-process servers
+
 SHARDS, PICK_BELOW, SHARD_PICKED = 10, 10, 3
 BYTES_PER_ROW = 53  # id, shard, pick and five random doubles, as Parquet writes them
 TABLE = "demo.events"
