@@ -36,6 +36,7 @@ from proxy.errors import Forbidden, NoSuchNamespace, NoSuchTable, NotFound
 from proxy.gate.evidence import ChangeClassifier, discard_built
 from proxy.gate.nesting import NamespacePaths
 from proxy.governance import Action, Authorizer, Decision, Principal
+from proxy.governed.views import governed_view, governs
 from proxy.identity import Authenticator
 from proxy.inbound import InboundRequest
 from proxy.reads.operation_names import judged_operation
@@ -147,7 +148,8 @@ class Gate:
         classified = await self._changes.classify_all(
             coarse.inbound, admission.intent.changes,
             partial(self._refuse_hidden_operation, principal, record), fresh,
-            governed=self._authorizer.restricted_anywhere(principal))
+            governed=(partial(self._governed_digest, principal)
+                      if self._authorizer.restricted_anywhere(principal) else None))
         record.evidence = [*(c.report for c in classified),  # the committer adds how it landed
                            *admission.intent.evidence]
         self._changes.refuse_stale(classified)
@@ -184,6 +186,14 @@ class Gate:
                 raise Forbidden(f"{coarse.principal.name} may not replay this answer")
             needs.append(Need(Action(action), named[resource]))
         self._check(coarse.principal, (), self._decide(coarse.principal, needs, record), record)
+
+    def _governed_digest(self, principal: Principal, table: Resource,
+                         metadata: TableMetadata) -> str | None:
+        """The governed view ``principal`` reads ``table`` through (its digest), if any."""
+        if self._views is None:
+            return None
+        view = self._views.view(principal, table, metadata)
+        return governed_view(view, metadata).digest if governs(view) else None
 
     def _refuse_hidden_writes(self, principal: Principal, classified: list[ClassifiedChange],
                               record: AuditRecord) -> None:

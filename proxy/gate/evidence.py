@@ -60,9 +60,14 @@ Post = Fetch  # (path, body, caller headers)
 _EMPTY_SCHEMA = {"type": "struct", "schema-id": 0, "fields": []}
 
 
-Ungovern = Callable[[dict[str, Any], TableMetadata, FileIO], dict[str, Any] | None]
-"""Rewrites a commit built on a governed snapshot onto the base table (``proxy.governed.writes``),
-None when it is not one; raises to refuse it."""
+Ungovern = Callable[[dict[str, Any], TableMetadata, FileIO, str], dict[str, Any] | None]
+"""Rewrites the commit of a principal who reads the table through governed snapshots (of the
+view digest given) onto the base table (``proxy.governed.writes``), None when it adds no
+snapshot; raises to refuse it."""
+
+GovernedDigest = Callable[[Resource, TableMetadata], str | None]
+"""The digest of the governed view the caller reads a table through, None when it reads the
+table itself."""
 
 BuildGuard = Callable[[Resource, dict[str, Any], TableMetadata], dict[str, Any] | None]
 """Judges a data operation (its table, body and current metadata) before it is built; raises
@@ -87,11 +92,12 @@ class ChangeClassifier:
     async def classify_all(self, inbound: InboundRequest, changes: tuple[TableChange, ...],
                            guard: BuildGuard | None = None,
                            fresh: bool = False,
-                           governed: bool = False) -> list[ClassifiedChange]:
+                           governed: GovernedDigest | None = None) -> list[ClassifiedChange]:
         """Every change classified, in order (the first failure stops the rest); ``guard``
         judges each data operation on its table's state before icegov builds it; ``fresh``:
-        every base loaded, no known head used; ``governed``: the caller may read governed
-        snapshots, so a commit built on one is rewritten onto the base table first."""
+        every base loaded, no known head used; ``governed``: which governed view the caller
+        reads each table through, if any (a commit built on one is rewritten onto the base
+        table first)."""
         for change in changes:
             check_commit_shape(change.body, self._limits)
             if has_data_operation(change.body):
@@ -110,7 +116,7 @@ class ChangeClassifier:
 
     async def _classify(self, inbound: InboundRequest, change: TableChange,
                         guard: BuildGuard | None, fresh: bool,
-                        governed: bool = False) -> ClassifiedChange:
+                        governed: GovernedDigest | None = None) -> ClassifiedChange:
         if creates_table(change.body):
             check_snapshot_order(added_snapshots(change.body), None, _now_ms(),
                                  format_version=commit_format(change.body, None))
@@ -119,15 +125,18 @@ class ChangeClassifier:
             if await self._chooses_location(inbound, change):
                 intent = replace(intent, actions=intent.actions | {Action.REGISTER_TABLE})
             return ClassifiedChange(change.resource, change.body, intent, None)
-        governed = governed and self._ungovern is not None and not has_data_operation(change.body)
+        if self._ungovern is None or has_data_operation(change.body):
+            governed = None
         on_head = None if fresh or governed else await self._on_known_head(change)
         if on_head is not None:
             return on_head
         observed_at = (self._heads.clock if self._heads is not None else time.monotonic)()
         base = await self.load(inbound, change)
         rewritten = False
-        if governed and self._ungovern is not None:
-            rebuilt = await run_in_threadpool(self._ungovern, change.body, base.metadata, base.io)
+        digest = governed(change.resource, base.metadata) if governed is not None else None
+        if digest is not None and self._ungovern is not None:
+            rebuilt = await run_in_threadpool(self._ungovern, change.body, base.metadata, base.io,
+                                              digest)
             if rebuilt is not None:
                 change, rewritten = replace(change, body=rebuilt), True
         if has_data_operation(change.body):

@@ -177,10 +177,12 @@ class GovernedSnapshots:
         """The governed tree of the table ``metadata`` describes."""
         return TableTree(self._root(metadata), str(metadata.table_uuid))
 
-    def ungovern(self, body: Json, metadata: TableMetadata, io: FileIO) -> Json | None:
-        """``body`` rewritten onto the base table when a snapshot of it was built on a
-        governed one (``writes.ungoverned``); None when none was."""
-        return ungoverned(body, metadata, io, self.table_tree(metadata),
+    def ungovern(self, body: Json, metadata: TableMetadata, io: FileIO,
+                 digest: str) -> Json | None:
+        """``body`` of a principal reading the table through the governed view ``digest``,
+        its snapshots rewritten onto the base table (``writes.ungoverned``); None when it adds
+        none."""
+        return ungoverned(body, metadata, io, self.table_tree(metadata).view(digest),
                           self._settings.copy_proven_files)
 
     def _root(self, metadata: TableMetadata) -> str:

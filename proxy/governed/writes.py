@@ -1,14 +1,17 @@
-"""Commits built on a governed snapshot: an INSERT lands on the real table, nothing else does.
+"""Commits of a principal who reads a table through governed snapshots: an INSERT lands on the
+real table, nothing else does.
 
-A governed principal's engine builds its commit on the governed snapshot it read: its new
-snapshot's manifest list names the governed manifests of its parent beside its own new ones.
-``ungoverned`` rewrites such a commit before it is classified: the governed manifests are
-replaced by the base parent's own manifests (a new manifest list icegov writes under the table's
-metadata directory), so the commit is judged — and lands — as the append it is, with none of the
-governed manifests or files carried into the table. It is accepted only when it keeps *every*
-governed manifest of its parent's governed snapshot and its own manifests list only files it
-adds, none in a governed tree; anything else would act on rows the principal cannot see: 403,
-nothing written.
+Such a principal's engine builds its commit on the governed snapshot it read: its new snapshot's
+manifest list names the governed manifests of its parent beside its own new ones (none, when the
+parent's governed snapshot lists nothing). ``ungoverned`` rewrites every snapshot such a commit
+adds before it is classified: the governed manifests are replaced by the base parent's own
+manifests (a new manifest list icegov writes under the table's metadata directory), so the
+commit is judged — and lands — as the append it is, with none of the governed manifests or files
+carried into the table. It is accepted only when the snapshot keeps *exactly* the governed
+manifests of its parent's governed snapshot and its own manifests list only files it adds, none
+in a governed tree; anything else would act on rows the principal cannot see: 403, nothing
+written. A parent whose governed snapshot is gone (collected, or never built) is a conflict (409):
+nothing landed, and the client retries on the table as it is now.
 """
 
 from __future__ import annotations
@@ -24,21 +27,22 @@ from pyiceberg.manifest import (
     write_manifest_list,
 )
 from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.snapshots import Snapshot
 
-from proxy.commits.confine import table_locations
+from proxy.commits.confine import TableLocations, table_locations
 from proxy.commits.operations.writer import metadata_root, with_totals
-from proxy.errors import Forbidden
-from proxy.governed.layout import TableTree, ViewTree, content_key
+from proxy.errors import CommitFailed, Forbidden
+from proxy.governed.layout import ViewTree, content_key
 
 Json = dict[str, Any]
 _REFUSED = ("a commit built on a governed snapshot may only add rows: it would act on rows "
             "you cannot see")
 
 
-def ungoverned(body: Json, metadata: TableMetadata, io: FileIO, tree: TableTree,
+def ungoverned(body: Json, metadata: TableMetadata, io: FileIO, view: ViewTree,
                copy_proven: bool) -> Json | None:
-    """``body`` with each added snapshot built on a governed one rebuilt on its base parent;
-    None when no added snapshot lists a governed manifest. 403 for anything but an append."""
+    """``body`` with each snapshot it adds rebuilt on its base parent; None when it adds no
+    snapshot. 403 for anything but an append built on the view's governed snapshot."""
     updates = body.get("updates")
     if not isinstance(updates, list):
         return None
@@ -47,45 +51,38 @@ def ungoverned(body: Json, metadata: TableMetadata, io: FileIO, tree: TableTree,
     for update in updates:
         if isinstance(update, dict) and update.get("action") == "add-snapshot":
             snapshot = update.get("snapshot")
-            if isinstance(snapshot, dict):
-                fixed = _ungoverned_snapshot(snapshot, body, metadata, io, tree, copy_proven)
-                if fixed is not None:
-                    update, changed = {**update, "snapshot": fixed}, True
+            if not isinstance(snapshot, dict):
+                raise Forbidden(_REFUSED)
+            update = {**update, "snapshot": _rebuilt(snapshot, body, metadata, io, view,
+                                                     copy_proven)}
+            changed = True
         rewritten.append(update)
     return {**body, "updates": rewritten} if changed else None
 
 
-def _ungoverned_snapshot(snapshot: Json, body: Json, metadata: TableMetadata, io: FileIO,
-                         tree: TableTree, copy_proven: bool) -> Json | None:
+def _rebuilt(snapshot: Json, body: Json, metadata: TableMetadata, io: FileIO, view: ViewTree,
+             copy_proven: bool) -> Json:
+    """One added snapshot, its governed manifests replaced by its base parent's own."""
     listed = snapshot.get("manifest-list")
-    if not isinstance(listed, str):
-        return None
-    table_locations(metadata, body).require(listed, "manifest list")
-    manifests = list(read_manifest_list(io.new_input(listed)))
-    governed = [m for m in manifests if tree.holds(m.manifest_path)]
-    own = [m for m in manifests if not tree.holds(m.manifest_path)]
-    if not governed:
-        _names_no_governed_file(own, io, tree, metadata, body, snapshot)
-        return None
-    parent_id = snapshot.get("parent-snapshot-id")
-    parent = metadata.snapshot_by_id(parent_id) if isinstance(parent_id, int) else None
-    if parent is None:
-        raise Forbidden(_REFUSED)
-    view = _view_of(governed, tree)
-    expected = _governed_list(io, view, parent.snapshot_id, parent.manifest_list, copy_proven)
-    if {m.manifest_path for m in governed} != expected:
+    snapshot_id = snapshot.get("snapshot-id")
+    if not isinstance(listed, str) or not isinstance(snapshot_id, int):
         raise Forbidden(_REFUSED)
     locations = table_locations(metadata, body)
-    for manifest in own:
-        locations.require(manifest.manifest_path, "manifest")
-    _only_adds(own, io, tree, snapshot)
+    locations.require(listed, "manifest list")
+    manifests = list(read_manifest_list(io.new_input(listed)))
+    governed = {m.manifest_path for m in manifests if view.table.holds(m.manifest_path)}
+    own = [m for m in manifests if not view.table.holds(m.manifest_path)]
+    parent = _parent(snapshot, metadata)
+    expected = set() if parent is None else _governed_list(io, view, parent, copy_proven)
+    if governed != expected:
+        raise Forbidden(_REFUSED)
+    _only_adds(own, io, view, snapshot_id, locations)
     own = [_kept_copy(io, metadata, manifest) for manifest in own]
-    base = list(read_manifest_list(io.new_input(parent.manifest_list)))
-    name = f"snap-{snapshot.get('snapshot-id')}-icegov-{uuid.uuid4()}.avro"
-    path = f"{metadata_root(metadata)}/{name}"
+    base = [] if parent is None else list(read_manifest_list(io.new_input(parent.manifest_list)))
+    path = f"{metadata_root(metadata)}/snap-{snapshot_id}-icegov-{uuid.uuid4()}.avro"
     sequence = snapshot.get("sequence-number")
-    with write_manifest_list(metadata.format_version, io.new_output(path),
-                             int(snapshot["snapshot-id"]), parent.snapshot_id,
+    with write_manifest_list(metadata.format_version, io.new_output(path), snapshot_id,
+                             None if parent is None else parent.snapshot_id,
                              int(sequence) if isinstance(sequence, int) else None,
                              "deflate") as writer:
         writer.add_manifests([*own, *base])
@@ -93,6 +90,43 @@ def _ungoverned_snapshot(snapshot: Json, body: Json, metadata: TableMetadata, io
     changes = {str(k): str(v) for k, v in summary.items() if not str(k).startswith("total-")} \
         if isinstance(summary, dict) else {"operation": "append"}
     return {**snapshot, "manifest-list": path, "summary": with_totals(changes, parent)}
+
+
+def _parent(snapshot: Json, metadata: TableMetadata) -> Snapshot | None:
+    """The base snapshot the added one names as its parent (None: it names none); a parent
+    the table does not have is a conflict."""
+    parent_id = snapshot.get("parent-snapshot-id")
+    if parent_id is None:
+        return None
+    parent = metadata.snapshot_by_id(parent_id) if isinstance(parent_id, int) else None
+    if parent is None:
+        raise CommitFailed("the snapshot this commit was built on is not the table's: retry")
+    return parent
+
+
+def _governed_list(io: FileIO, view: ViewTree, parent: Snapshot, copy_proven: bool) -> set[str]:
+    """The governed manifests of the parent's governed snapshot (409 when it has none)."""
+    key = content_key(parent.manifest_list, view.digest, copy_proven)
+    try:
+        return {m.manifest_path for m in read_manifest_list(
+            io.new_input(view.manifest_list(parent.snapshot_id, key)))}
+    except (OSError, ValueError) as exc:
+        raise CommitFailed("the governed snapshot this commit was built on is gone: "
+                           "retry") from exc
+
+
+def _only_adds(own: list[ManifestFile], io: FileIO, view: ViewTree, snapshot_id: int,
+               locations: TableLocations) -> None:
+    """403 unless the commit's own manifests were written for it and only add files, none of
+    them in a governed tree."""
+    for manifest in own:
+        locations.require(manifest.manifest_path, "manifest")
+        if manifest.added_snapshot_id != snapshot_id:
+            raise Forbidden(_REFUSED)
+        for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
+            if entry.status != ManifestEntryStatus.ADDED or view.table.holds(
+                    entry.data_file.file_path):
+                raise Forbidden(_REFUSED)
 
 
 def _kept_copy(io: FileIO, metadata: TableMetadata, manifest: ManifestFile) -> ManifestFile:
@@ -114,48 +148,3 @@ _MANIFEST_FIELDS = (
     "min_sequence_number", "added_snapshot_id", "added_files_count", "existing_files_count",
     "deleted_files_count", "added_rows_count", "existing_rows_count", "deleted_rows_count",
     "partitions", "key_metadata")
-
-
-def _view_of(governed: list[ManifestFile], tree: TableTree) -> ViewTree:
-    """The one view tree every governed manifest lies in (403 when they mix views)."""
-    digests = {m.manifest_path[len(tree.prefix) + 1:].split("/", 1)[0] for m in governed}
-    if len(digests) != 1:
-        raise Forbidden(_REFUSED)
-    return tree.view(digests.pop())
-
-
-def _governed_list(io: FileIO, view: ViewTree, parent_id: int, base_list: str,
-                   copy_proven: bool) -> set[str]:
-    """The governed manifests of the parent's governed snapshot (403 when it has none)."""
-    key = content_key(base_list, view.digest, copy_proven)
-    try:
-        return {m.manifest_path for m in read_manifest_list(
-            io.new_input(view.manifest_list(parent_id, key)))}
-    except (OSError, ValueError) as exc:
-        raise Forbidden(_REFUSED) from exc
-
-
-def _names_no_governed_file(own: list[ManifestFile], io: FileIO, tree: TableTree,
-                            metadata: TableMetadata, body: Json, snapshot: Json) -> None:
-    """403 when a snapshot that keeps no governed manifest still names a governed file in a
-    manifest it wrote (a delete or overwrite of rows read through a governed snapshot)."""
-    snapshot_id = snapshot.get("snapshot-id")
-    locations = table_locations(metadata, body)
-    for manifest in own:
-        if manifest.added_snapshot_id != snapshot_id:
-            continue
-        locations.require(manifest.manifest_path, "manifest")
-        for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
-            if tree.holds(entry.data_file.file_path):
-                raise Forbidden(_REFUSED)
-
-
-def _only_adds(own: list[ManifestFile], io: FileIO, tree: TableTree, snapshot: Json) -> None:
-    """403 unless the commit's own manifests only add files, none of them governed."""
-    snapshot_id = snapshot.get("snapshot-id")
-    for manifest in own:
-        if manifest.added_snapshot_id != snapshot_id:
-            raise Forbidden(_REFUSED)
-        for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
-            if entry.status != ManifestEntryStatus.ADDED or tree.holds(entry.data_file.file_path):
-                raise Forbidden(_REFUSED)
