@@ -18,6 +18,8 @@ from typing import Any
 
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import (
+    DataFileContent,
+    ManifestContent,
     ManifestEntryStatus,
     ManifestFile,
     read_manifest_list,
@@ -151,11 +153,15 @@ def _names_no_governed_file(own: list[ManifestFile], io: FileIO, tree: TableTree
 
 
 def _only_adds(own: list[ManifestFile], io: FileIO, tree: TableTree, snapshot: Json) -> None:
-    """403 unless the commit's own manifests only add files, none of them governed."""
+    """403 unless the commit's own manifests only add data files, none of them governed (a
+    delete file would remove rows: by an equality delete on a masked or denied column, a test
+    of values the principal may not read)."""
     snapshot_id = snapshot.get("snapshot-id")
     for manifest in own:
-        if manifest.added_snapshot_id != snapshot_id:
+        if manifest.added_snapshot_id != snapshot_id or manifest.content != ManifestContent.DATA:
             raise Forbidden(_REFUSED)
         for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
-            if entry.status != ManifestEntryStatus.ADDED or tree.holds(entry.data_file.file_path):
+            if entry.status != ManifestEntryStatus.ADDED \
+                    or entry.data_file.content != DataFileContent.DATA \
+                    or tree.holds(entry.data_file.file_path):
                 raise Forbidden(_REFUSED)

@@ -1,0 +1,124 @@
+"""Hostile commits and reads by governed principals (issue 21), through a running icegov on the
+embedded catalog, with raw HTTP and PyIceberg only (no Spark).
+
+Each test crafts what a hostile engine could send on top of the governed snapshot it was served
+(its manifest list keeps every governed manifest, as a real engine's would) and checks that
+nothing but an INSERT lands, and that what admin then reads of the base table is unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.manifest import (
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+    write_manifest_list,
+)
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+from pyiceberg.table import Table
+from pyiceberg.typedef import Record
+
+from proxy.commits.operations.writer import DeleteManifestWriter
+from tests.support.governed_reads import build_mixed_orders
+from tests.support.http import as_principal
+from tests.support.read_tables import (
+    ANALYST_WRITER,
+    CUSTOMERS,
+    Served,
+    build_customers,
+    served,
+)
+from tests.support.settings import ADMIN
+
+EMAIL_FIELD_ID = 3
+_REFUSED = "may only add rows"
+
+
+@pytest.fixture()
+def proxy(tmp_path: Path) -> Iterator[Served]:
+    with served("embedded", tmp_path) as running:
+        admin = RestCatalog("admin", uri=running.url, credential=ADMIN)
+        build_mixed_orders(admin)
+        build_customers(admin)
+        yield running
+
+
+def _admin_ids(url: str, identifier: str) -> list[int]:
+    table = RestCatalog("admin", uri=url, credential=ADMIN).load_table(identifier)
+    return sorted(int(v) for v in table.scan(selected_fields=("id",)).to_arrow()
+                  .column("id").to_pylist())
+
+
+def _equality_delete(table: Table, field_id: int, name: str, value: str) -> DataFile:
+    """An equality delete file (one value of one string column) under the table's location."""
+    path = f"{table.location()}/data/eq-{uuid.uuid4()}.parquet"
+    schema = pa.schema([pa.field(name, pa.string(), True,
+                                 {b"PARQUET:field_id": str(field_id).encode()})])
+    with table.io.new_output(path).create() as out:
+        pq.write_table(pa.table({name: pa.array([value], pa.string())}, schema=schema), out)
+    return DataFile.from_args(
+        content=DataFileContent.EQUALITY_DELETES, file_path=path,
+        file_format=FileFormat.PARQUET, partition=Record(), record_count=1,
+        file_size_in_bytes=len(table.io.new_input(path)), equality_ids=[field_id])
+
+
+def _delete_manifest(table: Table, snapshot_id: int, delete: DataFile) -> ManifestFile:
+    path = f"{table.location()}/metadata/m-{uuid.uuid4()}.avro"
+    with DeleteManifestWriter(UNPARTITIONED_PARTITION_SPEC, table.schema(),
+                              table.io.new_output(path), snapshot_id, "null") as writer:
+        writer.add_entry(ManifestEntry.from_args(
+            status=ManifestEntryStatus.ADDED, snapshot_id=snapshot_id, data_file=delete))
+    return writer.to_manifest_file()
+
+
+def _on_governed(table: Table, added: list[ManifestFile], snapshot_id: int,
+                 operation: str) -> dict[str, Any]:
+    """A commit of one snapshot whose manifest list keeps every governed manifest of the
+    governed current snapshot ``table`` was served, beside ``added``."""
+    parent = table.current_snapshot()
+    assert parent is not None
+    governed = list(parent.manifests(table.io))
+    sequence = table.metadata.last_sequence_number + 1
+    listed = f"{table.location()}/metadata/snap-{snapshot_id}-{uuid.uuid4()}.avro"
+    with write_manifest_list(2, table.io.new_output(listed), snapshot_id, parent.snapshot_id,
+                             sequence, "null") as writer:
+        writer.add_manifests([*added, *governed])
+    snapshot = {"snapshot-id": snapshot_id, "parent-snapshot-id": parent.snapshot_id,
+                "sequence-number": sequence, "timestamp-ms": int(time.time() * 1000),
+                "manifest-list": listed, "summary": {"operation": operation},
+                "schema-id": table.schema().schema_id}
+    return {"requirements": [{"type": "assert-ref-snapshot-id", "ref": "main",
+                              "snapshot-id": parent.snapshot_id}],
+            "updates": [{"action": "add-snapshot", "snapshot": snapshot},
+                        {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch",
+                         "snapshot-id": snapshot_id}]}
+
+
+def test_an_equality_delete_on_a_masked_column_built_on_a_governed_snapshot_is_refused(
+        proxy: Served) -> None:
+    """analyst-writer (email masked, DELETE allowed) may not delete by the real value of the
+    masked column: a row vanishing would confirm its guess of a value it may not read."""
+    before = _admin_ids(proxy.url, CUSTOMERS)
+    table = RestCatalog("aw", uri=proxy.url, credential=ANALYST_WRITER).load_table(CUSTOMERS)
+    snapshot_id = int(time.time() * 1000)
+    delete = _equality_delete(table, EMAIL_FIELD_ID, "email", "bob@example.org")
+    body = _on_governed(table, [_delete_manifest(table, snapshot_id, delete)], snapshot_id,
+                        "delete")
+    with as_principal(proxy.url, ANALYST_WRITER) as client:
+        answer = client.post("/v1/namespaces/demo/tables/customers", json=body)
+    assert answer.status_code == 403, answer.text
+    assert _REFUSED in answer.json()["error"]["message"]
+    assert _admin_ids(proxy.url, CUSTOMERS) == before
