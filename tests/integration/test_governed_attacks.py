@@ -32,11 +32,13 @@ from pyiceberg.table import Table
 from pyiceberg.typedef import Record
 
 from proxy.commits.operations.writer import DeleteManifestWriter
-from tests.support.governed_reads import build_mixed_orders
+from tests.support.governed_reads import build_mixed_orders, local_path, paths_in
 from tests.support.http import as_principal
 from tests.support.read_tables import (
     ANALYST_WRITER,
     CUSTOMERS,
+    EU_ANALYST,
+    ORDERS,
     Served,
     build_customers,
     served,
@@ -44,6 +46,7 @@ from tests.support.read_tables import (
 from tests.support.settings import ADMIN
 
 EMAIL_FIELD_ID = 3
+ORDERS_PATH = "/v1/namespaces/demo/tables/orders"
 _REFUSED = "may only add rows"
 
 
@@ -122,3 +125,21 @@ def test_an_equality_delete_on_a_masked_column_built_on_a_governed_snapshot_is_r
     assert answer.status_code == 403, answer.text
     assert _REFUSED in answer.json()["error"]["message"]
     assert _admin_ids(proxy.url, CUSTOMERS) == before
+
+
+def test_a_build_that_fails_names_no_base_file_to_the_restricted_principal(
+        proxy: Served) -> None:
+    """Base data files that cannot be read fail their governed copies: eu-analyst gets 503, and
+    neither its message nor anything else in the answer names a base file (its path is for the
+    operator's log)."""
+    admin = as_principal(proxy.url, ADMIN).get(ORDERS_PATH).json()
+    table = RestCatalog("admin", uri=proxy.url, credential=ADMIN).load_table(ORDERS)
+    base_files = {task.file.file_path for task in table.scan().plan_files()}
+    for path in base_files:
+        local_path(path).write_bytes(b"not parquet")
+    with as_principal(proxy.url, EU_ANALYST) as client:
+        answer = client.get(ORDERS_PATH)
+    assert answer.status_code == 503, answer.text
+    named = paths_in(answer.json()) | {p for p in base_files if local_path(p).name in answer.text}
+    assert not named, f"the answer names base files: {named}"
+    assert admin["metadata"]["location"] not in answer.text
