@@ -18,7 +18,6 @@ from typing import Any
 
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import (
-    DataFileContent,
     ManifestContent,
     ManifestEntryStatus,
     ManifestFile,
@@ -28,6 +27,7 @@ from pyiceberg.manifest import (
 from pyiceberg.table.metadata import TableMetadata
 
 from proxy.commits.confine import table_locations
+from proxy.commits.manifests import ManifestReader
 from proxy.commits.operations.writer import metadata_root, with_totals
 from proxy.errors import Forbidden
 from proxy.governed.layout import TableTree, ViewTree, content_key
@@ -62,12 +62,12 @@ def _ungoverned_snapshot(snapshot: Json, body: Json, metadata: TableMetadata, io
     listed = snapshot.get("manifest-list")
     if not isinstance(listed, str):
         return None
-    table_locations(metadata, body).require(listed, "manifest list")
-    manifests = list(read_manifest_list(io.new_input(listed)))
+    reader = ManifestReader(io, table_locations(metadata, body))
+    manifests = list(reader.claimed_manifests(listed))  # 400 when unreadable or too large
     governed = [m for m in manifests if tree.holds(m.manifest_path)]
     own = [m for m in manifests if not tree.holds(m.manifest_path)]
     if not governed:
-        _names_no_governed_file(own, io, tree, metadata, body, snapshot)
+        _names_no_governed_file(own, reader, tree, snapshot)
         return None
     parent_id = snapshot.get("parent-snapshot-id")
     parent = metadata.snapshot_by_id(parent_id) if isinstance(parent_id, int) else None
@@ -77,10 +77,9 @@ def _ungoverned_snapshot(snapshot: Json, body: Json, metadata: TableMetadata, io
     expected = _governed_list(io, view, parent.snapshot_id, parent.manifest_list, copy_proven)
     if {m.manifest_path for m in governed} != expected:
         raise Forbidden(_REFUSED)
-    locations = table_locations(metadata, body)
     for manifest in own:
-        locations.require(manifest.manifest_path, "manifest")
-    _only_adds(own, io, tree, snapshot)
+        reader.locations.require(manifest.manifest_path, "manifest")
+    _only_adds(own, reader, tree, snapshot)
     own = [_kept_copy(io, metadata, manifest) for manifest in own]
     base = list(read_manifest_list(io.new_input(parent.manifest_list)))
     name = f"snap-{snapshot.get('snapshot-id')}-icegov-{uuid.uuid4()}.avro"
@@ -137,22 +136,22 @@ def _governed_list(io: FileIO, view: ViewTree, parent_id: int, base_list: str,
         raise Forbidden(_REFUSED) from exc
 
 
-def _names_no_governed_file(own: list[ManifestFile], io: FileIO, tree: TableTree,
-                            metadata: TableMetadata, body: Json, snapshot: Json) -> None:
+def _names_no_governed_file(own: list[ManifestFile], reader: ManifestReader, tree: TableTree,
+                            snapshot: Json) -> None:
     """403 when a snapshot that keeps no governed manifest still names a governed file in a
     manifest it wrote (a delete or overwrite of rows read through a governed snapshot)."""
     snapshot_id = snapshot.get("snapshot-id")
-    locations = table_locations(metadata, body)
     for manifest in own:
         if manifest.added_snapshot_id != snapshot_id:
             continue
-        locations.require(manifest.manifest_path, "manifest")
-        for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
-            if tree.holds(entry.data_file.file_path):
+        reader.locations.require(manifest.manifest_path, "manifest")
+        for entry in reader.entries(manifest):
+            if tree.holds(entry.file.path):
                 raise Forbidden(_REFUSED)
 
 
-def _only_adds(own: list[ManifestFile], io: FileIO, tree: TableTree, snapshot: Json) -> None:
+def _only_adds(own: list[ManifestFile], reader: ManifestReader, tree: TableTree,
+               snapshot: Json) -> None:
     """403 unless the commit's own manifests only add data files, none of them governed (a
     delete file would remove rows: by an equality delete on a masked or denied column, a test
     of values the principal may not read)."""
@@ -160,8 +159,7 @@ def _only_adds(own: list[ManifestFile], io: FileIO, tree: TableTree, snapshot: J
     for manifest in own:
         if manifest.added_snapshot_id != snapshot_id or manifest.content != ManifestContent.DATA:
             raise Forbidden(_REFUSED)
-        for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
-            if entry.status != ManifestEntryStatus.ADDED \
-                    or entry.data_file.content != DataFileContent.DATA \
-                    or tree.holds(entry.data_file.file_path):
+        for entry in reader.entries(manifest):
+            if entry.status != ManifestEntryStatus.ADDED or not entry.file.is_data \
+                    or tree.holds(entry.file.path):
                 raise Forbidden(_REFUSED)

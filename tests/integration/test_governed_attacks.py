@@ -186,3 +186,32 @@ def test_an_insert_whose_partition_values_lie_is_refused(proxy: Served) -> None:
     properties = loaded["metadata"]["properties"]
     assert properties["icegov.governed.served-snapshot-id"] == \
         properties["icegov.governed.base-snapshot-id"]
+
+
+def _garbage(table: Table, name: str) -> str:
+    path = f"{table.location()}/metadata/{name}-{uuid.uuid4()}.avro"
+    with table.io.new_output(path).create() as out:
+        out.write(b"not avro")
+    return path
+
+
+def test_unreadable_manifests_in_a_commit_on_a_governed_snapshot_are_400(
+        proxy: Served) -> None:
+    """A manifest list or a manifest of the commit's own that is missing or no Avro file is
+    the client's fault: 400, never a 5xx."""
+    table = RestCatalog("eu", uri=proxy.url, credential=EU_ANALYST).load_table(ORDERS)
+    snapshot_id = int(time.time() * 1000)
+    own = ManifestFile.from_args(
+        manifest_path=_garbage(table, "own"), manifest_length=8, partition_spec_id=0,
+        content=0, sequence_number=-1, min_sequence_number=-1, added_snapshot_id=snapshot_id,
+        added_files_count=1, existing_files_count=0, deleted_files_count=0, added_rows_count=1,
+        existing_rows_count=0, deleted_rows_count=0)
+    bodies = [_on_governed(table, [own], snapshot_id, "append")]
+    for listed in (_garbage(table, "list"), f"{table.location()}/metadata/missing.avro"):
+        body = _on_governed(table, [], snapshot_id, "append")
+        body["updates"][0]["snapshot"]["manifest-list"] = listed
+        bodies.append(body)
+    with as_principal(proxy.url, EU_ANALYST) as client:
+        for body in bodies:
+            answer = client.post(ORDERS_PATH, json=body)
+            assert answer.status_code == 400, answer.text
