@@ -4,14 +4,18 @@
 
 * ``NONE``: no row can be permitted (its partition, or its bounds, exclude the filter) — the
   governed snapshot leaves it out;
-* ``ALL``: every row is permitted — *proven* by its partition values (the filter's strict
-  projection onto the file's spec) or by bounds read from the file's own Parquet footer (never
-  the manifest's claims, which a writer chose): the file may be referenced in place;
+* ``ALL``: every row is permitted — its partition values (the filter's strict projection onto
+  the file's spec) or the bounds its own Parquet footer states say so, *and* the file's own
+  values of the filter's columns (read by field id) are all permitted: the file may be
+  referenced in place;
 * ``SOME``: anything else — its permitted rows are copied into a governed file.
 
-Without a row filter every file is ``ALL``. Partition and footer bounds are sound bounds (a
-truncated lower bound is a prefix of the minimum, a truncated upper bound lies above the
-maximum), so a strict verdict on them holds for every row.
+Without a row filter every file is ``ALL``. Partition values and footer statistics are what a
+writer chose (an INSERT is not checked against its partition values, and a footer's statistics
+are not checked against its pages), so they only pick the candidates: the values decide. A file
+whose filter columns are missing, nested or lack field ids is ``SOME`` (the copy reads it as
+readers do). Copies check the partition values (``copies``), so a file whose entry lies fails
+its build instead.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ from pyiceberg.expressions import BooleanExpression
 from pyiceberg.expressions.visitors import (
     _InclusiveMetricsEvaluator,
     _StrictMetricsEvaluator,
+    bind,
     expression_evaluator,
+    extract_field_ids,
     inclusive_projection,
     strict_projection,
 )
@@ -32,6 +38,7 @@ from pyiceberg.io import FileIO
 from pyiceberg.io.pyarrow import (
     compute_statistics_plan,
     data_file_statistics_from_parquet_metadata,
+    expression_to_pyarrow,
 )
 from pyiceberg.manifest import DataFile, FileFormat
 from pyiceberg.schema import Schema
@@ -66,15 +73,16 @@ class FileProver:
         if self._filter is None:
             return Verdict.ALL
         evaluators = self._partition_evaluators(data_file.spec_id)
+        candidate = False
         if evaluators is not None:
             may, must = evaluators
             if not may(data_file.partition):
                 return Verdict.NONE
-            if must(data_file.partition):
-                return Verdict.ALL
-        if not self._may.eval(data_file):
+            candidate = must(data_file.partition)
+        if not candidate and not self._may.eval(data_file):
             return Verdict.NONE
-        return Verdict.ALL if self._footer_proves(data_file) else Verdict.SOME
+        candidate = candidate or self._footer_proves(data_file)
+        return Verdict.ALL if candidate and self._values_prove(data_file) else Verdict.SOME
 
     def _partition_evaluators(
             self, spec_id: int) -> tuple[Callable[[Record], bool], Callable[[Record], bool]] | None:
@@ -114,6 +122,28 @@ class FileProver:
             file_path=data_file.file_path, file_format=FileFormat.PARQUET,
             file_size_in_bytes=data_file.file_size_in_bytes, **facts)
         return bool(self._must.eval(proven))
+
+
+    def _values_prove(self, data_file: DataFile) -> bool:
+        """True when every row of the file, as its own columns (by field id) hold the
+        filter's fields, is permitted (NULL is not)."""
+        if data_file.file_format != FileFormat.PARQUET or self._filter is None:
+            return False
+        try:
+            bound = bind(self._schema, self._filter, case_sensitive=True)
+            wanted = extract_field_ids(bound)
+            with self._io.new_input(data_file.file_path).open() as stream:
+                parquet = pq.ParquetFile(stream)
+                by_id = {i: p for p, i in _path_ids(parquet.metadata).items()}
+                if not wanted <= by_id.keys():
+                    return False
+                values = parquet.read(columns=[by_id[i] for i in sorted(wanted)])
+            values = values.rename_columns(
+                [self._schema.find_column_name(i) or "" for i in sorted(wanted)])
+            return bool(values.num_rows == data_file.record_count
+                        == values.filter(expression_to_pyarrow(bound, self._schema)).num_rows)
+        except Exception:
+            return False
 
 
 def _path_ids(footer: pq.FileMetaData) -> dict[str, int]:

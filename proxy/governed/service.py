@@ -50,6 +50,7 @@ RETRY_AFTER_SECONDS = 5
 VIEWS_KEPT = 1024
 FAILED_BUILD_RETRY_SECONDS = 30.0
 """A failed build is tried again by the first answer that wants it after this long."""
+_COPY_FAILED = "a governed copy of a data file failed (the operator's log names it)"
 
 
 @dataclass
@@ -253,7 +254,9 @@ class GovernedSnapshots:
             builder = SnapshotBuilder(track.inputs, self._run_copies)
             try:
                 built = await asyncio.to_thread(builder.build, snapshot)
-            except (GovernedBuildFailed, CopyFailed, MaskUnsupported, Forbidden) as exc:
+            except CopyFailed as exc:  # names base files: for the operator's log only
+                self._failed(track, snapshot.snapshot_id, str(exc), _COPY_FAILED)
+            except (GovernedBuildFailed, MaskUnsupported, Forbidden) as exc:
                 self._failed(track, snapshot.snapshot_id, str(exc))
             except Exception:  # a build failure is served as not built
                 _log.exception("governed build failed")
@@ -309,9 +312,12 @@ class GovernedSnapshots:
         self.collector.request(tree, uses, retired)
 
     @staticmethod
-    def _failed(track: _Track, snapshot_id: int, reason: str) -> None:
+    def _failed(track: _Track, snapshot_id: int, reason: str, public: str | None = None
+                ) -> None:
+        """Record a failed build: ``reason`` is logged, ``public`` (default: ``reason``) is
+        what a restricted principal's 503 says."""
         _log.warning("governed build of snapshot %s failed: %s", snapshot_id, reason)
-        track.failed[snapshot_id] = reason
+        track.failed[snapshot_id] = reason if public is None else public
         track.failed_at[snapshot_id] = time.monotonic()
 
     def _run_copies(self, jobs: Sequence[CopyJob]) -> list[CopiedFile]:

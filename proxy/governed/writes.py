@@ -21,6 +21,7 @@ from typing import Any
 
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import (
+    ManifestContent,
     ManifestEntryStatus,
     ManifestFile,
     read_manifest_list,
@@ -29,7 +30,8 @@ from pyiceberg.manifest import (
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
-from proxy.commits.confine import TableLocations, table_locations
+from proxy.commits.confine import table_locations
+from proxy.commits.manifests import ManifestReader
 from proxy.commits.operations.writer import metadata_root, with_totals
 from proxy.errors import CommitFailed, Forbidden
 from proxy.governed.layout import ViewTree, content_key
@@ -67,16 +69,15 @@ def _rebuilt(snapshot: Json, body: Json, metadata: TableMetadata, io: FileIO, vi
     snapshot_id = snapshot.get("snapshot-id")
     if not isinstance(listed, str) or not isinstance(snapshot_id, int):
         raise Forbidden(_REFUSED)
-    locations = table_locations(metadata, body)
-    locations.require(listed, "manifest list")
-    manifests = list(read_manifest_list(io.new_input(listed)))
+    reader = ManifestReader(io, table_locations(metadata, body))
+    manifests = list(reader.claimed_manifests(listed))  # 400 when unreadable or too large
     governed = {m.manifest_path for m in manifests if view.table.holds(m.manifest_path)}
     own = [m for m in manifests if not view.table.holds(m.manifest_path)]
     parent = _parent(snapshot, metadata)
     expected = set() if parent is None else _governed_list(io, view, parent, copy_proven)
     if governed != expected:
         raise Forbidden(_REFUSED)
-    _only_adds(own, io, view, snapshot_id, locations)
+    _only_adds(own, reader, view, snapshot_id)
     own = [_kept_copy(io, metadata, manifest) for manifest in own]
     base = [] if parent is None else list(read_manifest_list(io.new_input(parent.manifest_list)))
     path = f"{metadata_root(metadata)}/snap-{snapshot_id}-icegov-{uuid.uuid4()}.avro"
@@ -115,17 +116,18 @@ def _governed_list(io: FileIO, view: ViewTree, parent: Snapshot, copy_proven: bo
                            "retry") from exc
 
 
-def _only_adds(own: list[ManifestFile], io: FileIO, view: ViewTree, snapshot_id: int,
-               locations: TableLocations) -> None:
-    """403 unless the commit's own manifests were written for it and only add files, none of
-    them in a governed tree."""
+def _only_adds(own: list[ManifestFile], reader: ManifestReader, view: ViewTree,
+               snapshot_id: int) -> None:
+    """403 unless the commit's own manifests were written for it and only add data files,
+    none of them in a governed tree (a delete file would remove rows: an equality delete on a
+    masked or denied column would test values the principal may not read)."""
     for manifest in own:
-        locations.require(manifest.manifest_path, "manifest")
-        if manifest.added_snapshot_id != snapshot_id:
+        reader.locations.require(manifest.manifest_path, "manifest")
+        if manifest.added_snapshot_id != snapshot_id or manifest.content != ManifestContent.DATA:
             raise Forbidden(_REFUSED)
-        for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
-            if entry.status != ManifestEntryStatus.ADDED or view.table.holds(
-                    entry.data_file.file_path):
+        for entry in reader.entries(manifest):
+            if entry.status != ManifestEntryStatus.ADDED or not entry.file.is_data \
+                    or view.table.holds(entry.file.path):
                 raise Forbidden(_REFUSED)
 
 
