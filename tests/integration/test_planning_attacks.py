@@ -376,11 +376,14 @@ def test_a_column_restricted_writer_cannot_rewrite_data(world: World) -> None:
     assert world.admin.load_table("demo.customers").metadata.current_snapshot_id == before
 
 
-def test_a_row_filtered_principals_load_table_declares_its_filter(world: World) -> None:
+def test_a_row_filtered_principals_load_table_is_governed(world: World) -> None:
+    """Its rows are filtered in the data it is served: nothing is left to declare, and every
+    snapshot's manifest list is icegov's."""
     loaded = world.as_(EU_ANALYST).get(f"{TABLES}/orders").json()
-    assert loaded["config"]["scan-planning-mode"] == "server"
-    assert loaded["read-restrictions"]["required-row-filter"] == {
-        "type": "eq", "left": {"type": "reference", "id": 2}, "right": "eu"}
+    assert "read-restrictions" not in loaded
+    assert loaded["metadata"]["snapshots"], loaded
+    for snapshot in loaded["metadata"]["snapshots"]:
+        assert "/_icegov_governed/" in snapshot["manifest-list"]
 
 
 # == hostile input: never a 5xx, bounded cost ================================================
