@@ -215,7 +215,7 @@ def stamped(change: ClassifiedChange) -> ClassifiedChange:
     """``change`` with its new snapshots' summaries carrying icegov's column-dependency stamps
     and no client's (``proxy.commits.dependencies``)."""
     body = stamp_summaries(change.body, change.intent.dependency_stamps)
-    return change if body is change.body else replace(change, body=body)
+    return change if body is change.body else replace(change, body=body, rewritten=True)
 
 
 def discard_built(changes: Iterable[ClassifiedChange]) -> None:
