@@ -158,7 +158,7 @@ def _broken_rows(dependency: Dependency, source: pa.ChunkedArray,
     try:
         apply = dependency.transform.pyarrow_transform(dependency.source.field_type)
         expected = apply(source.combine_chunks()).cast(dependent.type)
-    except (ValueError, TypeError, NotImplementedError, pa.ArrowException) as exc:
+    except Exception as exc:  # e.g. bucket[N] without pyiceberg-core: checked, never guessed
         raise RowCheckFailed(f"{dependency.transform} could not be computed") from exc
     actual = dependent.combine_chunks()
     same = pc.fill_null(pc.equal(expected, actual), False)
