@@ -160,3 +160,14 @@ def test_an_invalid_dependency_is_refused(catalogs: tuple[RestCatalog, RestCatal
         change.set_properties({"icegov.column-dependencies": "ss_sold_date_sk=ss_sold_year:"
                                                              "truncate[4]"})
     assert local.load_table(store_sales).properties["icegov.column-dependencies"] == SEED
+
+
+def test_a_clients_own_stamp_never_lands(catalogs: tuple[RestCatalog, RestCatalog],
+                                         store_sales: str) -> None:
+    local = catalogs[0]
+    namespace = store_sales.split(".")[0]
+    plain = local.create_table(f"{namespace}.plain", SCHEMA, partition_spec=BY_MONTH)
+    plain.append(sales("09", 0), snapshot_properties={"icegov.dependencies-verified": "forged"})
+    summary = local.load_table(f"{namespace}.plain").current_snapshot().summary  # type: ignore[union-attr]
+    assert summary is not None and summary.get("icegov.dependencies-verified") is None
+    assert summary.get("added-records") == "12"

@@ -39,6 +39,7 @@ from pyiceberg.types import (
 )
 
 from proxy.admission.intent import check_created_dependencies
+from proxy.commits.classify import classify_commit
 from proxy.commits.dependencies import (
     PROPERTY,
     VERIFIED,
@@ -49,8 +50,10 @@ from proxy.commits.dependencies import (
     table_dependencies,
 )
 from proxy.commits.dependency_rows import DependencyBroken, _check_file, commit_dependencies
+from proxy.commits.limits import CommitLimits
 from proxy.errors import BadRequest
 from proxy.planning.inferred import inferred_filter, visible_dependencies
+from tests.support.commit_capture import RecordingSqlCatalog
 
 SALES = Schema(
     NestedField(1, "ss_item_sk", IntegerType()),
@@ -282,3 +285,43 @@ def test_a_dependency_on_a_hidden_column_infers_nothing() -> None:
     hidden_month = Schema(*(f for f in SALES.fields if f.name != "ss_sold_month"))
     assert visible_dependencies(MONTH, hidden_month) == ()
     assert visible_dependencies(MONTH, SALES) == MONTH
+
+
+# --- a commit's rows, as classification reads them -----------------------------------------
+
+def recorded_sales(tmp_path: Any) -> tuple[RecordingSqlCatalog, Any]:
+    catalog = RecordingSqlCatalog("deps", uri=f"sqlite:///{tmp_path}/c.db",
+                                  warehouse=tmp_path.as_uri())
+    catalog.create_namespace("db")
+    schema = Schema(NestedField(1, "ss_sold_date_sk", StringType(), required=False),
+                    NestedField(2, "ss_sold_month", StringType(), required=False))
+    table = catalog.create_table("db.sales", schema, properties={
+        PROPERTY: "ss_sold_date_sk=ss_sold_month:truncate[2]"})
+    return catalog, table
+
+
+def sold(dates: list[str], months: list[str]) -> pa.Table:
+    return pa.table({"ss_sold_date_sk": pa.array(dates, pa.string()),
+                     "ss_sold_month": pa.array(months, pa.string())})
+
+
+def test_a_verified_append_gets_a_stamp_and_an_over_budget_one_none(tmp_path: Any) -> None:
+    catalog, table = recorded_sales(tmp_path)
+    table.append(sold(["09-12-2019", "11-01-2020"], ["09", "11"]))
+    captured = catalog.commits[-1]
+    intent = classify_commit(captured.body, captured.base, table.io)
+    [snapshot_id] = intent.evidence.snapshot_ids
+    assert intent.dependency_stamps == {snapshot_id: digest(table_dependencies(table.metadata))}
+    assert any("column dependencies hold" in c for c in intent.evidence.row_checks)
+    starved = classify_commit(captured.body, captured.base, table.io,
+                              limits=CommitLimits(row_bytes_budget=10))
+    assert starved.dependency_stamps == {}
+    assert any("not checked" in c for c in starved.evidence.row_checks)
+
+
+def test_an_append_breaking_the_dependency_is_refused(tmp_path: Any) -> None:
+    catalog, table = recorded_sales(tmp_path)
+    table.append(sold(["09-12-2019", "11-01-2020"], ["09", "12"]))
+    captured = catalog.commits[-1]
+    with pytest.raises(DependencyBroken, match="1 rows of"):
+        classify_commit(captured.body, captured.base, table.io)
