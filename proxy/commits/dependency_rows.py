@@ -7,7 +7,9 @@ dependencies name, through ``rowfiles.ContentReader``, within the commit's row b
 compares every row: a row that breaks a dependency refuses the commit (``DependencyBroken``,
 400, nothing lands); a snapshot whose every added row was read and held gets a stamp
 (``dependencies.VERIFIED``); one that could not be read whole (budget, unreadable file) gets
-none, and planning never prunes its files by the dependencies.
+none, and planning never prunes its files by the dependencies — unless it rewrites history
+(``SnapshotChange.rewrites_history``: its entries may date files to an older, stamped
+snapshot), which is then refused (400).
 """
 
 from __future__ import annotations
@@ -112,6 +114,11 @@ def check_added_rows(dependencies: Sequence[Dependency], changes: Iterable[Snaps
             for file in files:
                 _check_file(dependencies, content.data_rows(file, schema), file.path)
         except RowCheckFailed as failed:
+            if change.rewrites_history:  # its entries may date files to verified snapshots
+                raise InvalidDependencies(
+                    f"commit refused: snapshot {change.snapshot_id} rewrites the table's "
+                    f"history and its rows cannot be checked against the table's column "
+                    f"dependencies ({failed})") from None
             notes.append(f"column dependencies not checked for snapshot "
                          f"{change.snapshot_id} ({failed}): its files are not pruned by them")
             continue

@@ -49,8 +49,15 @@ from proxy.commits.dependencies import (
     stamp_summaries,
     table_dependencies,
 )
-from proxy.commits.dependency_rows import DependencyBroken, _check_file, commit_dependencies
+from proxy.commits.dependency_rows import (
+    DependencyBroken,
+    _check_file,
+    check_added_rows,
+    commit_dependencies,
+)
+from proxy.commits.diff import SnapshotChange
 from proxy.commits.limits import CommitLimits
+from proxy.commits.rowfiles import RowBudget, RowCheckFailed
 from proxy.errors import BadRequest
 from proxy.planning.inferred import inferred_filter, visible_dependencies
 from tests.support.commit_capture import RecordingSqlCatalog
@@ -325,3 +332,24 @@ def test_an_append_breaking_the_dependency_is_refused(tmp_path: Any) -> None:
     captured = catalog.commits[-1]
     with pytest.raises(DependencyBroken, match="1 rows of"):
         classify_commit(captured.body, captured.base, table.io)
+
+
+class Unreadable:
+    """A manifest reader whose manifests cannot be read for row checks."""
+
+    io = None
+
+    def claimed_manifests(self, manifest_list: str) -> Any:
+        raise RowCheckFailed("row budget exhausted")
+
+
+def test_an_unchecked_snapshot_that_rewrites_history_is_refused() -> None:
+    dependencies = parse_dependencies(SEED, SALES)
+    notes: list[str] = []
+    plain = SnapshotChange(7)
+    assert check_added_rows(dependencies, [plain], {7: "m"}, Unreadable(),  # type: ignore[arg-type]
+                            metadata({}), RowBudget(0), notes) == {}
+    assert "not checked for snapshot 7" in notes[0]
+    with pytest.raises(InvalidDependencies, match="rewrites the table's history"):
+        check_added_rows(dependencies, [SnapshotChange(8, rewrites_history=True)], {8: "m"},
+                         Unreadable(), metadata({}), RowBudget(0), [])  # type: ignore[arg-type]
