@@ -266,7 +266,7 @@ def _read_handlers(forwarder: Forwarder, answers: TableAnswers, views: ReadViews
     load = LoadTableHandler(forwarder, answers)
     service = PlanService(TableReader(forwarder.fetch, views, settings.file_io, answers.governed),
                           planner,
-                          settings.planning, generation)
+                          settings.planning, generation, on_pruned=metrics.observe_pruned)
     metrics.watch(plan_cache=lambda: service.plan_cache_stats)
     plans = PlanHandlers(service)
     credentials = CredentialsHandler(forwarder, answers, service)

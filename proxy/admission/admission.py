@@ -39,7 +39,8 @@ class ClassifiedChange:
     base: TableState | None
     stale: IcebergError | None = None  # the base moved: the conflict to answer if not rebuilt
     operation: DataOperationRequest | None = None  # ``body`` was built by icegov from it
-    rewritten: bool = False  # ``body`` is icegov's rewrite of the caller's (``proxy.governed``)
+    rewritten: bool = False  # ``body`` is icegov's rewrite of the caller's (``proxy.governed``,
+    # or summaries stamped: ``proxy.commits.dependencies``)
     judged_on_head: bool = False  # ``base`` is a head this replica knew (``committer.heads``)
     observed_at: float | None = None  # when ``base``'s oldest part was loaded (monotonic)
     report: dict[str, Any] = field(default_factory=dict, compare=False)

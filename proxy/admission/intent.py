@@ -16,7 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pyiceberg.schema import Schema
+
 from proxy.audit.notes import body_places, change_places, namespace_places, purge
+from proxy.commits.dependencies import PROPERTY as DEPENDENCIES
+from proxy.commits.dependencies import parse_dependencies
 from proxy.errors import BadRequest, PayloadTooLarge
 from proxy.governance import TABLE_ACTIONS, Action
 from proxy.inbound import InboundRequest
@@ -184,6 +188,8 @@ def _named_in_body(action: Action) -> IntentFn:
         needs = [Need(action, resource)]
         if action == Action.CREATE_TABLE and chooses_location(body):
             needs.append(Need(Action.REGISTER_TABLE, resource))
+        if action == Action.CREATE_TABLE:
+            check_created_dependencies(body)
         if action == Action.REGISTER_TABLE and overwrites(body):
             needs.extend(Need(a, resource) for a in sorted(TABLE_ACTIONS) if a != action)
         return Intent(tuple(needs), evidence=body_places(resource, body))
@@ -196,6 +202,19 @@ def _drop_table(inbound: InboundRequest, names: Names) -> Intent:
     intent = _on_table(Action.DROP_TABLE)(inbound, names)
     notes = purge(intent.needs[0].resource, inbound.query("purgeRequested"))
     return Intent(intent.needs, hide=intent.hide, evidence=notes)
+
+
+def check_created_dependencies(body: dict[str, Any]) -> None:
+    """400 when a create sets ``icegov.column-dependencies`` that its schema does not allow."""
+    properties = body.get("properties")
+    if not isinstance(properties, dict) or DEPENDENCIES not in properties:
+        return
+    try:
+        schema = Schema.model_validate(body.get("schema"))
+    except (ValueError, TypeError):
+        raise BadRequest(f"{DEPENDENCIES} cannot be checked: the table's schema cannot be "
+                         "read") from None
+    parse_dependencies(properties[DEPENDENCIES], schema)
 
 
 def overwrites(body: dict[str, Any]) -> bool:

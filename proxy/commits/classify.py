@@ -15,6 +15,9 @@
    format 3 or later, the row ids it assigns must be the table's next ones (``lineage``).
 4. Every file the snapshots add must be what its manifest entry claims (``footers``: present,
    of its size, a Parquet footer that agrees with the entry and the table's schemas).
+5. The table's column dependencies (``dependency_rows``): a property the commit sets, or a
+   schema it changes under one, must hold (400); rows it adds must hold them (400), and each
+   snapshot whose rows were all checked gets a stamp (``CommitIntent.dependency_stamps``).
 
 A commit that cannot be verified raises ``UnverifiableCommit`` (400).
 """
@@ -31,6 +34,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.types import StructType
 
 from proxy.commits.confine import shown_path, table_locations
+from proxy.commits.dependency_rows import check_added_rows, commit_dependencies
 from proxy.commits.diff import SnapshotChange, diff_snapshot
 from proxy.commits.footers import check_commit_files
 from proxy.commits.held import (
@@ -98,7 +102,12 @@ def classify_commit(body: Mapping[str, Any], base: TableMetadata | None, io: Fil
                for step_key in plan.steps]
     check_commit_files(changes, scan.base, _list(body, "updates"), io, limits)
     checked = _without_borrowed_files(scan, reader, _without_revivals(scan, reader, changes))
-    return replace(_intent(scan, plan, checked, rows), landed=reader.remember_verified)
+    stamps = check_added_rows(
+        commit_dependencies(scan.base, _list(body, "updates")), [c for c, _ in checked],
+        {i: s.manifest_list for i, s in scan.added.items()}, reader, scan.base, rows.budget,
+        rows.checks)
+    return replace(_intent(scan, plan, checked, rows), landed=reader.remember_verified,
+                   dependency_stamps=stamps)
 
 
 def _list(body: Mapping[str, Any], key: str) -> list[Any]:

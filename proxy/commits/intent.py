@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +82,9 @@ class CommitIntent:
     landed: Callable[[], None] = field(default=lambda: None, compare=False, repr=False)
     """Tell the verification's caches the commit landed exactly as classified (its new
     manifest lists are the table's now: ``ManifestReader.remember_verified``)."""
+    dependency_stamps: Mapping[int, str] = field(default_factory=dict)
+    """Per new snapshot whose added rows hold the table's column dependencies, the stamp its
+    summary carries (``proxy.commits.dependencies.stamp_summaries``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict: sorted action names plus the evidence."""

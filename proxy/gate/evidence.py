@@ -37,6 +37,7 @@ from proxy.commits import (
     creates_table,
 )
 from proxy.commits.confine import locations_from
+from proxy.commits.dependencies import stamp_summaries
 from proxy.commits.limits import CommitLimits
 from proxy.commits.operations import (
     build_commit,
@@ -107,8 +108,8 @@ class ChangeClassifier:
         classified: list[ClassifiedChange] = []
         try:
             for change in changes:
-                classified.append(await self._classify(inbound, change, guard, fresh,
-                                                       governed))
+                classified.append(stamped(await self._classify(inbound, change, guard, fresh,
+                                                               governed)))
         except Exception:
             discard_built(classified)  # a transaction refused: its built operations go too
             raise
@@ -217,6 +218,13 @@ class ChangeClassifier:
         """The table's current state at the backing catalog (as the caller would see it)."""
         return await load_table_state(self._fetch, inbound.route.prefix, change.resource,
                                       inbound.headers, self._file_io)
+
+
+def stamped(change: ClassifiedChange) -> ClassifiedChange:
+    """``change`` with its new snapshots' summaries carrying icegov's column-dependency stamps
+    and no client's (``proxy.commits.dependencies``)."""
+    body = stamp_summaries(change.body, change.intent.dependency_stamps)
+    return change if body is change.body else replace(change, body=body, rewritten=True)
 
 
 def discard_built(changes: Iterable[ClassifiedChange]) -> None:

@@ -17,6 +17,9 @@ What is counted where:
   ``icegov_commit_reconciled_total{outcome}`` (what a reload showed of a commit whose outcome was
   unknown: ``landed``, ``absent``, ``unknown``) from ``proxy.committer.committer``.
 - ``icegov_tokens_issued_total{grant}`` (``client_credentials``, ``token_exchange``).
+- ``icegov_plan_files_pruned_total{mechanism}``: data files left out of plans answered, by what
+  pruned them (``partitions``, ``metrics``, ``dependencies``, ``row_filter``, and the planner's
+  other mechanisms: ``proxy.planning.sieve``), from ``proxy.plans.service``.
 - Read at scrape time from the components themselves: plan and manifest cache lookups, the
   policy generation and reload failures, audit write failures, the bytes governed-snapshot
   builds read and wrote (``icegov_governed_build_bytes_total{io}``, ``io`` ``read`` or
@@ -32,7 +35,8 @@ only, labelled ``worker`` with its slot (0..N-1); process metrics are left out.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -141,6 +145,9 @@ class Metrics:
                                    ("outcome",), registry=r)
         self._tokens = Counter("icegov_tokens_issued", "Access tokens issued.", ("grant",),
                                registry=r)
+        self._pruned = Counter("icegov_plan_files_pruned",
+                               "Data files left out of answered plans, by what pruned them.",
+                               ("mechanism",), registry=r)
         self._governed_stale = Histogram(
             "icegov_governed_staleness_seconds",
             "How long the base table had moved past the governed snapshot an answer served "
@@ -214,6 +221,13 @@ class Metrics:
         """An access token issued under ``grant`` (its OAuth grant_type)."""
         self._tokens.labels(GRANT_LABELS.get(grant, "other")).inc()
 
+    def observe_pruned(self, pruned: Mapping[str, int]) -> None:
+        """Files one answered plan (or plan task) left out, per pruning mechanism."""
+        for mechanism, files in pruned.items():
+            if files > 0:
+                label = mechanism if _MECHANISM.fullmatch(mechanism) else "other"
+                self._pruned.labels(label).inc(files)
+
     def exposition(self) -> bytes:
         """The registry in the Prometheus text format."""
         return generate_latest(self.registry)
@@ -226,6 +240,7 @@ class Metrics:
 MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
 COMMIT_OUTCOMES = frozenset({"landed", "conflict", "refused", "reconciled", "unknown", "rejudged"})
 _CLASSES = frozenset({"INSERT", "DELETE", "UPDATE", "REWRITE"})
+_MECHANISM = re.compile(r"[a-z_]{1,32}")  # the planner's own names (``proxy.planning.sieve``)
 
 
 def _classification(value: str | None) -> str:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.table.metadata import TableMetadata
 
+from proxy.planning.inferred import dependencies_key
 from proxy.planning.planner import Plan
 from proxy.planning.scope import ScanSpec
 
@@ -58,7 +59,8 @@ class PlanKey:
         if spec.incremental and end is None:
             end = metadata.current_snapshot_id
         scope = (spec.use_snapshot_schema, spec.start_snapshot_id, end, spec.incremental,
-                 tuple(sorted(spec.hidden)))  # the schema the plan was bound to
+                 tuple(sorted(spec.hidden)),  # the schema the plan was bound to
+                 dependencies_key(metadata) if spec.dependencies else "")
         return cls(str(metadata.table_uuid), snapshot, filter_key, select, spec.case_sensitive,
                    stats_fields, view, scope, shard, spec.filter)
 

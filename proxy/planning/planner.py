@@ -11,13 +11,18 @@ must never be withheld because of it.
 Large plans are split into shards of data manifests (``plan_shards``); ``plan`` with
 ``data_manifests`` plans one shard. Delete manifests are read for every shard (from the cache).
 ``narrow`` re-plans a cached wider plan for a narrower filter without reading manifests.
+
+Which files are pruned, and by what (``Plan.pruned``), is decided by a ``Sieve``
+(``proxy.planning.sieve``); column dependencies add an inferred filter to it
+(``proxy.planning.inferred``) that prunes only files icegov verified them on
+(``Plan.dependable``) and never enters a residual.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 
 from pyiceberg.io import FileIO
@@ -35,9 +40,11 @@ from pyiceberg.table.metadata import TableMetadata
 
 from proxy.errors import BadRequest
 from proxy.planning.deletes import DeleteIndex
+from proxy.planning.inferred import inference
 from proxy.planning.manifest_cache import ManifestCache
 from proxy.planning.pruning import AllOf, Pruner, Residuals, check_filters
 from proxy.planning.scope import ScanSpec, Scope, resolve_scope
+from proxy.planning.sieve import Sieve, Tally, manifest_files, total
 
 __all__ = ["Plan", "Planner", "ScanSpec"]
 
@@ -56,15 +63,19 @@ class Plan:
     snapshot_id: int | None
     schema: Schema
     tasks: tuple[FileScanTask, ...]
+    pruned: Mapping[str, int] = field(default_factory=dict)  # files pruned, per mechanism
+    dependable: frozenset[str] = frozenset()  # planned files column dependencies may prune
 
 
 @dataclass(frozen=True, slots=True)
 class _Filters:
     """The evaluators of one plan."""
 
-    data: AllOf  # scan filter AND row filter: which data manifests and files are planned
+    data: AllOf  # scan filter AND row filter: which data manifests may match
     deletes: Pruner  # scan filter only: which delete manifests and files are indexed
     residuals: Residuals  # of the scan filter
+    sieve: Sieve  # which data files are planned, and what pruned the others
+    verified: frozenset[int] = frozenset()  # snapshots whose files dependencies may prune
 
 
 class Planner:
@@ -95,13 +106,18 @@ class Planner:
         if scope.snapshot is None:
             return Plan(None, scope.schema, ())
         filters = _filters(metadata, scope.schema, spec)
-        manifests = [m for m in scope.data if filters.data.manifest_may_match(m)]
+        tally: Tally = Tally()
         if data_manifests is not None:
             manifests = _shard(scope, data_manifests)
+        else:
+            manifests = _kept_manifests(scope.data, filters.sieve, tally)
         index = self._delete_index(metadata, io, scope, filters)
-        tasks = self._pool.map(lambda m: self._tasks(io, m, scope, filters, index), manifests)
+        parts = list(self._pool.map(lambda m: self._tasks(io, m, scope, filters, index),
+                                    manifests))
         snapshot_id = scope.snapshot.snapshot_id
-        return Plan(snapshot_id, scope.schema, tuple(chain.from_iterable(tasks)))
+        return Plan(snapshot_id, scope.schema, tuple(chain.from_iterable(p[0] for p in parts)),
+                    total([tally, *(p[1] for p in parts)]),
+                    frozenset(chain.from_iterable(p[2] for p in parts)))
 
     def plan_shards(self, metadata: TableMetadata, io: FileIO, spec: ScanSpec,
                     target_entries: int) -> list[tuple[str, ...]]:
@@ -134,12 +150,17 @@ class Planner:
         metrics) and its residual recomputed; no manifest is read."""
         filters = _filters(metadata, wide.schema, spec)
         keeps_delete = _memo_by_path(filters.deletes)
+        tally: Tally = Tally()
         with self.manifests.collector_paused():
+            kept = [task for task in wide.tasks
+                    if _sifted(filters.sieve, task.file, task.file.file_path in wide.dependable,
+                               tally)]
             tasks = tuple(
                 FileScanTask(task.file, {d for d in task.delete_files if keeps_delete(d)},
-                             filters.residuals.of(task.file))
-                for task in wide.tasks if filters.data.keeps(task.file))
-        return Plan(wide.snapshot_id, wide.schema, tasks)
+                             filters.residuals.of(task.file)) for task in kept)
+        dependable = frozenset(t.file.file_path for t in kept) & wide.dependable
+        return Plan(wide.snapshot_id, wide.schema, tasks, total([wide.pruned, tally]),
+                    dependable)
 
     def _delete_index(self, metadata: TableMetadata, io: FileIO, scope: Scope,
                       filters: _Filters) -> DeleteIndex:
@@ -159,28 +180,61 @@ class Planner:
         return index.seal()
 
     def _tasks(self, io: FileIO, manifest: ManifestFile, scope: Scope, filters: _Filters,
-               index: DeleteIndex) -> list[FileScanTask]:
-        """The tasks of one data manifest (runs on the pool)."""
+               index: DeleteIndex) -> tuple[list[FileScanTask], Tally, list[str]]:
+        """The tasks of one data manifest, what was pruned, and the planned files column
+        dependencies may prune (runs on the pool)."""
         entries: Iterable[ManifestEntry] = self.manifests.entries(io, manifest)
         if scope.appended is not None:
             appended = scope.appended
             entries = [e for e in entries if e.status == _ADDED and e.snapshot_id in appended]
-        keeps, residual = filters.data.keeps, filters.residuals.of
+        sieve, residual, verified = filters.sieve, filters.residuals.of, filters.verified
+        tally: Tally = Tally()
+        kept = [e for e in entries if e.data_file.content == _DATA
+                and _sifted(sieve, e.data_file, e.snapshot_id in verified, tally)]
+        dependable = [e.data_file.file_path for e in kept if e.snapshot_id in verified]
         if index.empty:
-            return [FileScanTask(e.data_file, None, residual(e.data_file)) for e in entries
-                    if e.data_file.content == _DATA and keeps(e.data_file)]
-        return [FileScanTask(e.data_file, index.for_data(e), residual(e.data_file))
-                for e in entries if e.data_file.content == _DATA and keeps(e.data_file)]
+            return ([FileScanTask(e.data_file, None, residual(e.data_file)) for e in kept],
+                    tally, dependable)
+        return ([FileScanTask(e.data_file, index.for_data(e), residual(e.data_file))
+                 for e in kept], tally, dependable)
 
 
 def _filters(metadata: TableMetadata, schema: Schema, spec: ScanSpec) -> _Filters:
     check_filters(schema, spec.filter, spec.row_filter, spec.case_sensitive)
     specs = metadata.specs()
+    scan = Pruner(specs, schema, spec.filter, spec.case_sensitive)
+    row = Pruner(specs, schema, spec.row_filter, True)
+    inferred = (inference(metadata, schema, spec.filter, spec.case_sensitive)
+                if spec.dependencies else None)
+    dependencies = None if inferred is None else Pruner(specs, schema, inferred.filter, True)
     return _Filters(
-        AllOf(Pruner(specs, schema, spec.filter, spec.case_sensitive),
-              Pruner(specs, schema, spec.row_filter, True)),
-        Pruner(specs, schema, spec.filter, spec.case_sensitive),
-        Residuals(specs, schema, spec.filter, spec.case_sensitive))
+        AllOf(scan, row), Pruner(specs, schema, spec.filter, spec.case_sensitive),
+        Residuals(specs, schema, spec.filter, spec.case_sensitive),
+        Sieve(scan, row, dependencies),
+        frozenset() if inferred is None else inferred.verified)
+
+
+def _sifted(sieve: Sieve, data_file: DataFile, dependable: bool, tally: Tally) -> bool:
+    """Whether ``sieve`` plans ``data_file``; what pruned it is counted in ``tally``."""
+    reason = sieve.rejection(data_file, dependable)
+    if reason is None:
+        return True
+    tally[reason] += 1
+    return False
+
+
+def _kept_manifests(manifests: Iterable[ManifestFile], sieve: Sieve,
+                    tally: Tally) -> list[ManifestFile]:
+    """The data manifests whose partition summaries may match; the files of the others are
+    counted in ``tally``."""
+    kept = []
+    for manifest in manifests:
+        reason = sieve.manifest_rejection(manifest)
+        if reason is None:
+            kept.append(manifest)
+        else:
+            tally[reason] += manifest_files(manifest)
+    return kept
 
 
 def _shard(scope: Scope, paths: tuple[str, ...]) -> list[ManifestFile]:

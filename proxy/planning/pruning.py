@@ -129,6 +129,15 @@ class Pruner:
             return data_file.record_count != 0
         return self.partition_may_match(data_file) and self._metrics(data_file)
 
+    def rejection(self, data_file: DataFile) -> str | None:
+        """Why ``keeps`` drops the file: ``"partitions"`` (its partition) or ``"metrics"`` (its
+        column metrics, an empty file); None when it is kept."""
+        if self.matches_all:
+            return None if data_file.record_count != 0 else "metrics"
+        if not self.partition_may_match(data_file):
+            return "partitions"
+        return None if self._metrics(data_file) else "metrics"
+
     def partition_may_match(self, data_file: DataFile) -> bool:
         """The inclusive projection of the expression, evaluated on the file's partition."""
         key = partition_key(data_file)

@@ -40,7 +40,8 @@ class ScanSpec:
     the filters to the scanned snapshot's schema instead of the current one. Setting
     ``start_snapshot_id`` or ``end_snapshot_id`` makes the scan incremental. ``hidden`` names
     the top-level columns hidden from the reader: they are left out of the schema the scan
-    binds to (``scanned_schema``).
+    binds to (``scanned_schema``). ``dependencies``: the table's column dependencies may prune
+    (``proxy.planning.inferred``).
     """
 
     snapshot_id: int | None = None
@@ -51,6 +52,7 @@ class ScanSpec:
     start_snapshot_id: int | None = None
     end_snapshot_id: int | None = None
     hidden: frozenset[str] = frozenset()
+    dependencies: bool = True
 
     @property
     def incremental(self) -> bool:

@@ -115,11 +115,14 @@ class TableReader:
 
 def scan_spec(context: ReadContext, request: ScanRequest) -> ScanSpec:
     """The scan as the planner takes it: the principal's row filter, and the columns hidden
-    from the principal left out of the schema it binds to."""
+    from the principal left out of the schema it binds to. Column dependencies prune only
+    scans of the table's own data (governed snapshots hold copies whose masked values need
+    not keep them)."""
     r = request
     return ScanSpec(r.snapshot_id, r.filter, context.view.filter_expression, r.case_sensitive,
                     r.use_snapshot_schema, r.start_snapshot_id, r.end_snapshot_id,
-                    hidden=context.view.hidden(context.applies_masks))
+                    hidden=context.view.hidden(context.applies_masks),
+                    dependencies=context.governed_from is None)
 
 
 def named_columns(request: ScanRequest) -> tuple[tuple[str, tuple[str, ...]], ...]:

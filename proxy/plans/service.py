@@ -10,6 +10,10 @@ files, and hand out only what the view allows (statistics of hidden columns stri
 Plan ids and plan tasks are signed tokens (``proxy.planning.tokens``) that name the principal,
 the table (and its uuid), the pinned snapshot, the scan, the policy generation and view, and
 an expiry: any replica with the same key serves them, after judging the caller again.
+
+A plan answered with its tasks (and each plan task fetched) says in its audit evidence how many
+data files each mechanism pruned (``plan.pruned``: ``proxy.planning.sieve``), and reports them
+to ``on_pruned`` (the ``icegov_plan_files_pruned_total`` metric).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import hmac
 import json
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -46,6 +50,7 @@ from proxy.reads.scan_access import ColumnNames
 from proxy.restrictions import ReadView
 
 Generation = Callable[[], int]
+Pruned = Callable[[Mapping[str, int]], None]
 
 MAX_PLAN_ID_CHARS = 4096
 """A plan id travels in URLs (``GET``/``DELETE …/plan/{plan-id}``): longer ones carry a digest."""
@@ -84,7 +89,8 @@ class PlanService:
     """Plans scans for the planning handlers; holds the caches and the token key."""
 
     def __init__(self, reader: TableReader, planner: Planner, settings: PlanningSettings,
-                 generation: Generation, clock: Callable[[], float] = time.time) -> None:
+                 generation: Generation, clock: Callable[[], float] = time.time,
+                 on_pruned: Pruned | None = None) -> None:
         self._reader = reader
         self._planner = planner
         self._settings = settings
@@ -93,7 +99,9 @@ class PlanService:
         self._key = key_or_process_key(settings.task_key, "plan-tasks")
         self._plans = PlanCache(settings.plan_cache_plans, implies)
         # recent tasks fragments (JSON bytes): what a warm plan serves without planning again
-        self._answers: SizedLru[Any, bytes] = SizedLru(settings.answer_cache_bytes, size=len)
+        self._answers: SizedLru[Any, _Answer] = SizedLru(settings.answer_cache_bytes,
+                                                         size=_Answer.size)
+        self._on_pruned = on_pruned
         self._jobs = PlanJobs()
         self._large_scans: SizedLru[str, TaskClaims] = SizedLru(_LARGE_SCANS_KEPT)
 
@@ -179,10 +187,10 @@ class PlanService:
         """The answer to ``POST …/plan`` (JSON bytes)."""
         shards = await self._shards(scan)
         files = len(shards) * self._settings.shard_files
-        self._audit(scan, shards=len(shards))
+        audited = self._audit(scan, shards=len(shards))
         if len(shards) <= 1:
             head = wire.completed_plan(scan.token, None, [])
-            return with_tasks(head, await self.tasks_fragment(scan, None))
+            return with_tasks(head, await self._tasks_fragment(scan, None, audited))
         if poll and files > self._settings.submit_above_files:
             self._jobs.start(scan.token, self._prepare(scan, shards))
             return _dumps(wire.submitted_plan(scan.token))
@@ -194,10 +202,10 @@ class PlanService:
         if not await self._jobs.wait(scan.token, self._settings.poll_wait_seconds):
             return _dumps(wire.submitted_plan(None))
         shards = await self._shards(scan)
-        self._audit(scan, shards=len(shards))
+        audited = self._audit(scan, shards=len(shards))
         if len(shards) <= 1:
             return with_tasks(wire.completed_plan(None, None, []),
-                              await self.tasks_fragment(scan, None))
+                              await self._tasks_fragment(scan, None, audited))
         return _dumps(wire.completed_plan(None, None, self._task_tokens(scan, shards)))
 
     def check_plan_id(self, plan_id: str, admission: Admission) -> None:
@@ -212,13 +220,26 @@ class PlanService:
 
     async def shard_tasks(self, scan: Scan) -> bytes:
         """The answer to ``POST …/tasks``: the file scan tasks of one plan task's shard."""
-        self._audit(scan, shard_manifests=len(scan.claims.shard))
+        audited = self._audit(scan, shard_manifests=len(scan.claims.shard))
         return with_tasks(wire.fetched_tasks(None, []),
-                          await self.tasks_fragment(scan, scan.claims.shard))
+                          await self._tasks_fragment(scan, scan.claims.shard, audited))
 
     async def tasks_fragment(self, scan: Scan, shard: tuple[str, ...] | None) -> bytes:
         """The ``"file-scan-tasks": […], "delete-files": […]`` members of an answer, as JSON
         bytes, for the scan (one shard, or all of it); remembered for repeats."""
+        return (await self._answer(scan, shard)).tasks
+
+    async def _tasks_fragment(self, scan: Scan, shard: tuple[str, ...] | None,
+                              audited: dict[str, Any]) -> bytes:
+        """``tasks_fragment``, with the files it pruned added to the ``audited`` plan evidence
+        and reported to the metric."""
+        answer = await self._answer(scan, shard)
+        audited["pruned"] = dict(answer.pruned)
+        if self._on_pruned is not None:
+            self._on_pruned(answer.pruned)
+        return answer.tasks
+
+    async def _answer(self, scan: Scan, shard: tuple[str, ...] | None) -> _Answer:
         key = self._key_of(scan, shard)
         hidden = (hidden_field_ids(scan.context),
                   hidden_field_ids(scan.context, for_statistics=True))
@@ -230,7 +251,7 @@ class PlanService:
         return cached
 
     def _fragment(self, scan: Scan, key: PlanKey, shard: tuple[str, ...] | None,
-                  hidden: frozenset[int], no_statistics: frozenset[int]) -> bytes:
+                  hidden: frozenset[int], no_statistics: frozenset[int]) -> _Answer:
         """Plan, judge the deletes, and write the tasks (in a worker thread, collector off):
         no statistics of ``no_statistics`` (hidden and masked columns)."""
         with self._planner.manifests.collector_paused():
@@ -239,7 +260,7 @@ class PlanService:
             answer = wire.file_scan_tasks_json(
                 plan.tasks, scan.context.metadata, hidden_field_ids=no_statistics,
                 stats_fields=_stats_ids(scan, plan))
-            return _dumps(answer)[1:-1]
+            return _Answer(_dumps(answer)[1:-1], plan.pruned)
 
     def _plan(self, scan: Scan, key: PlanKey, shard: tuple[str, ...] | None) -> Plan:
         state, spec = scan.context.state, scan.spec()
@@ -265,10 +286,24 @@ class PlanService:
         return [seal(replace(scan.claims, kind="task", shard=shard, nonce=""), self._key)
                 for shard in shards]
 
-    def _audit(self, scan: Scan, **plan: Any) -> None:
+    def _audit(self, scan: Scan, **plan: Any) -> dict[str, Any]:
+        """Adds the plan's audit evidence; returns its ``plan`` member (filled in later)."""
+        audited = {"snapshot_id": scan.claims.snapshot_id, **plan}
         scan.context.evidence.append({
             "resource": str(scan.context.table), "read_view": describe(scan.context.policy_view),
-            "plan": {"snapshot_id": scan.claims.snapshot_id, **plan}})
+            "plan": audited})
+        return audited
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """A planned answer's tasks fragment (JSON bytes) and the files each mechanism pruned."""
+
+    tasks: bytes
+    pruned: Mapping[str, int]
+
+    def size(self) -> int:
+        return len(self.tasks)
 
 
 def _check_owner(claims: TaskClaims, admission: Admission, kind: Kind) -> None:
