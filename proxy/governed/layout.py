@@ -20,6 +20,8 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
 
 GOVERNED_DIR = "_icegov_governed"
 
@@ -32,11 +34,16 @@ def content_key(*parts: object) -> str:
 
 def default_root(table_location: str, warehouse: str | None) -> str:
     """The governed root when none is configured: ``_icegov_governed`` in the embedded
-    warehouse, else beside the directory that holds the table's namespace directory."""
+    warehouse (its catalog lists no directories). With a backing catalog, outside its
+    warehouse (a catalog that lists directories as namespaces, Hadoop's, would show a root
+    inside it): at the root of the table's bucket on an object store, else in icegov's working
+    directory (where its other local state goes)."""
     if warehouse is not None:
         return f"{warehouse.rstrip('/')}/{GOVERNED_DIR}"
-    parent = table_location.rstrip("/").rsplit("/", 2)[0]
-    return f"{parent}/{GOVERNED_DIR}"
+    parsed = urlsplit(table_location)
+    if parsed.scheme and parsed.scheme != "file" and parsed.netloc:
+        return f"{parsed.scheme}://{parsed.netloc}/{GOVERNED_DIR}"
+    return (Path.cwd() / GOVERNED_DIR).as_uri()
 
 
 def _within(path: str, prefix: str) -> bool:

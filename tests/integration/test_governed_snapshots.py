@@ -271,8 +271,9 @@ def test_a_table_partitioned_by_region_gets_no_governed_data_file(orders: Orders
     tree = governed_tree(loaded.json())
     assert tree.table_uuid == admin.load_table(ORDERS).metadata.table_uuid.hex \
         or tree.table_uuid == str(admin.load_table(ORDERS).metadata.table_uuid)
-    backing_dir = "warehouse" if orders.served.backing_uri is None else "reference-warehouse"
-    expected_root = orders.served.proxy.workdir / backing_dir / "_icegov_governed"
+    workdir = orders.served.proxy.workdir
+    expected_root = workdir / "warehouse" / "_icegov_governed" \
+        if orders.served.backing_uri is None else workdir / "governed-root"
     assert local_path(tree.root).resolve() == expected_root.resolve()
     data = tree.data_dir()
     assert not data.exists() or not any(data.iterdir()), sorted(data.iterdir())

@@ -27,6 +27,9 @@ def settings_for_tests(
     identity.update(overrides.pop("identity", {}))
     policy = {"model_path": POLICIES / "model.conf", "policy_path": POLICIES / "policy.csv",
               **overrides.pop("policy", {})}
+    if overrides.get("catalog_uri") and "governed" not in overrides:
+        # a backing's default governed root is icegov's working directory: keep tests' own
+        overrides["governed"] = {"root": (workdir / "governed-root").as_uri()}
     return Settings(
         warehouse=overrides.pop("warehouse", workdir / "warehouse"),
         identity=IdentitySettings(**identity),

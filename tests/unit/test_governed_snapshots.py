@@ -208,6 +208,16 @@ def test_a_format_3_table_fails_closed(tmp_path: Path) -> None:
         governed_view(EU, v3)
 
 
+def test_the_default_root_lies_outside_every_warehouse(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from proxy.governed.layout import default_root
+    assert default_root("file:///w/demo/t", "file:///w") == "file:///w/_icegov_governed"
+    assert default_root("s3://bucket/wh/demo/t", None) == "s3://bucket/_icegov_governed"
+    monkeypatch.chdir(tmp_path)
+    assert default_root("file:/elsewhere/wh/demo/t", None) == \
+        (tmp_path / "_icegov_governed").as_uri()
+
+
 # -- the service: freshness -----------------------------------------------------------------------
 
 def _service(tmp: Path, **settings: Any) -> GovernedSnapshots:
