@@ -11,14 +11,17 @@ must never be withheld because of it.
 Large plans are split into shards of data manifests (``plan_shards``); ``plan`` with
 ``data_manifests`` plans one shard. Delete manifests are read for every shard (from the cache).
 ``narrow`` re-plans a cached wider plan for a narrower filter without reading manifests.
+Both take an optional ``FileIndex`` (bloom-filter indexes: ``proxy.planning.index_pruning``)
+applied last; ``Plan.pruned`` counts the files it left out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
+from typing import Protocol
 
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import (
@@ -39,7 +42,7 @@ from proxy.planning.manifest_cache import ManifestCache
 from proxy.planning.pruning import AllOf, Pruner, Residuals, check_filters
 from proxy.planning.scope import ScanSpec, Scope, resolve_scope
 
-__all__ = ["Plan", "Planner", "ScanSpec"]
+__all__ = ["FileIndex", "Plan", "Planner", "ScanSpec"]
 
 _DATA = DataFileContent.DATA
 _ADDED = ManifestEntryStatus.ADDED
@@ -56,6 +59,23 @@ class Plan:
     snapshot_id: int | None
     schema: Schema
     tasks: tuple[FileScanTask, ...]
+    pruned: Mapping[str, int] = field(default_factory=dict)  # files pruned, by mechanism
+
+
+class FileIndex(Protocol):
+    """A secondary index consulted after partition and metrics pruning (``index_pruning``):
+    ``keeps`` is False only for a file that cannot hold a matching row."""
+
+    def keeps(self, data_file: DataFile) -> bool: ...
+
+
+def _by_index(tasks: tuple[FileScanTask, ...], index: FileIndex | None) -> tuple[
+        tuple[FileScanTask, ...], Mapping[str, int]]:
+    """The tasks ``index`` keeps, and the plan's counter for it (index-pruning hook)."""
+    if index is None:
+        return tasks, {}
+    kept = tuple(task for task in tasks if index.keeps(task.file))
+    return kept, {"indexes": len(tasks) - len(kept)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,15 +99,18 @@ class Planner:
         self._pool.shutdown(wait=False)
 
     def plan(self, metadata: TableMetadata, io: FileIO, spec: ScanSpec,
-             data_manifests: tuple[str, ...] | None = None) -> Plan:
+             data_manifests: tuple[str, ...] | None = None,
+             index: FileIndex | None = None) -> Plan:
         """Plan ``spec`` on ``metadata``; only the data manifests named in ``data_manifests``
-        (one shard from ``plan_shards``) when given.
+        (one shard from ``plan_shards``) when given; files ``index`` rules out are left out.
 
         Raises ``NotFound`` (unknown snapshot), ``BadRequest`` (invalid range, a filter that
         does not bind, a shard naming manifests the snapshot does not scan) and ``Forbidden``
         (a row filter that does not bind)."""
         with self.manifests.collector_paused():
-            return self._plan(metadata, io, spec, data_manifests)
+            plan = self._plan(metadata, io, spec, data_manifests)
+        tasks, pruned = _by_index(plan.tasks, index)
+        return Plan(plan.snapshot_id, plan.schema, tasks, pruned)
 
     def _plan(self, metadata: TableMetadata, io: FileIO, spec: ScanSpec,
               data_manifests: tuple[str, ...] | None) -> Plan:
@@ -128,10 +151,11 @@ class Planner:
             shards.append(tuple(current))
         return shards
 
-    def narrow(self, metadata: TableMetadata, spec: ScanSpec, wide: Plan) -> Plan:
+    def narrow(self, metadata: TableMetadata, spec: ScanSpec, wide: Plan,
+               index: FileIndex | None = None) -> Plan:
         """``spec`` planned from ``wide``, a plan of the same scope whose filter is implied by
         ``spec.filter``: each task's data file and delete files are evaluated again (partition,
-        metrics) and its residual recomputed; no manifest is read."""
+        metrics, ``index``) and its residual recomputed; no manifest is read."""
         filters = _filters(metadata, wide.schema, spec)
         keeps_delete = _memo_by_path(filters.deletes)
         with self.manifests.collector_paused():
@@ -139,7 +163,8 @@ class Planner:
                 FileScanTask(task.file, {d for d in task.delete_files if keeps_delete(d)},
                              filters.residuals.of(task.file))
                 for task in wide.tasks if filters.data.keeps(task.file))
-        return Plan(wide.snapshot_id, wide.schema, tasks)
+        tasks, pruned = _by_index(tasks, index)
+        return Plan(wide.snapshot_id, wide.schema, tasks, pruned)
 
     def _delete_index(self, metadata: TableMetadata, io: FileIO, scope: Scope,
                       filters: _Filters) -> DeleteIndex:
