@@ -2,7 +2,8 @@
 
 ``icegov.index.bloom-filter-columns`` is a comma-separated list of top-level columns of
 primitive types (not boolean: a filter over two values prunes nothing). Setting it is a
-metadata change (ALTER); ``check_index_property`` refuses a commit that leaves it naming a
+metadata change (ALTER); ``check_index_property`` refuses a commit (``check_create_request``
+a table creation) that leaves it naming a
 column the table's schema lacks, a nested or non-primitive column, or a name twice (400), judged
 against the schema that is current once the commit applies. ``indexed_fields`` reads the
 property of a table as it stands (a name that no longer resolves is left out: the column was
@@ -64,6 +65,21 @@ def check_index_property(body: Mapping[str, Any], base: TableMetadata | None) ->
     schema = _final_schema(updates, base)
     if schema is None:
         raise UnverifiableCommit(f"{BLOOM_FILTER_COLUMNS} needs a table schema to apply to")
+    check_columns(value, schema)
+
+
+def check_create_request(body: Any) -> None:
+    """400 when a CreateTableRequest sets the property to columns its schema cannot index."""
+    properties = body.get("properties") if isinstance(body, Mapping) else None
+    if not isinstance(properties, Mapping) or BLOOM_FILTER_COLUMNS not in properties:
+        return
+    value = properties[BLOOM_FILTER_COLUMNS]
+    if not isinstance(value, str):
+        raise BadRequest(f"{BLOOM_FILTER_COLUMNS} must be a string")
+    try:
+        schema = Schema.model_validate(body.get("schema"))
+    except (ValueError, TypeError) as exc:
+        raise BadRequest(f"{BLOOM_FILTER_COLUMNS} needs a readable table schema") from exc
     check_columns(value, schema)
 
 

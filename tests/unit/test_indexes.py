@@ -46,6 +46,7 @@ from proxy.errors import BadRequest
 from proxy.indexes.build import filter_of
 from proxy.indexes.service import IndexService
 from proxy.indexes.settings import IndexSettings
+from proxy.indexes.status import ColumnStatus, index_status
 from proxy.indexes.store import FilterKey, filter_from, puffin_bytes
 from proxy.planning.bloom import BloomFilter, encoder, family
 from proxy.planning.index_pruning import IndexPruner
@@ -248,6 +249,7 @@ def test_the_service_builds_reuses_after_a_restart_prunes_and_collects(tmp_path:
     assert first.stats.built == 6 and first.stats.reused == 0
     stored = sorted((tmp_path / "ns" / "t" / "metadata" / "icegov-index").iterdir())
     assert len(stored) == 6
+    assert index_status(metadata, io) == [ColumnStatus("user_id", "long", 6, 6)]
 
     again = IndexService(IndexSettings(), ManifestCache(10_000), {})  # icegov restarted
     again.want(metadata, io)
