@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from pyiceberg.exceptions import ValidationError
 from pyiceberg.table.metadata import TableMetadataUtil
 from starlette.responses import Response
 
@@ -67,8 +68,8 @@ class CommitHandlers:
         if self._indexes is not None:
             try:
                 metadata = TableMetadataUtil.parse_obj(result["metadata"])
-            except (ValueError, KeyError, TypeError):
-                return
+            except (ValueError, KeyError, TypeError, ValidationError):
+                return  # not metadata icegov can read: the next plan of the table syncs it
             self._indexes.landed(metadata)
 
     async def commit_transaction(self, inbound: InboundRequest,

@@ -113,7 +113,11 @@ class IndexService:
             if table.running:
                 return
             table.running = True
-        self._sync_pool.submit(self._drain, uuid, table)
+        try:
+            self._sync_pool.submit(self._drain, uuid, table)
+        except RuntimeError:  # closed: icegov is stopping
+            with self._lock:
+                table.running = False
 
     def version(self, metadata: TableMetadata) -> int:
         """A number that changes whenever the table's filters in memory change."""
