@@ -176,7 +176,11 @@ class BloomFilter:
 
     def might_contain(self, data: bytes) -> bool:
         """False only when ``data`` was certainly never added."""
-        h1, h2 = probes(data)
+        return self.might_contain_probes(*probes(data))
+
+    def might_contain_probes(self, h1: int, h2: int) -> bool:
+        """``might_contain`` of a value whose ``probes`` are ``h1``, ``h2`` (hashed once for
+        many filters)."""
         bits, m = self.bits, self.num_bits
         for i in range(self.num_hashes):
             position = ((h1 + i * h2) & _MASK64) % m

@@ -28,7 +28,7 @@ from pyiceberg.expressions.visitors import bind, rewrite_not
 from pyiceberg.manifest import DataFile
 from pyiceberg.schema import Schema
 
-from proxy.planning.bloom import BloomFilter, encoder, family
+from proxy.planning.bloom import BloomFilter, encoder, family, probes
 
 Lookup = Callable[[DataFile, int, str], BloomFilter | None]
 """The filter of (data file, field id) built for a family; None when there is none."""
@@ -38,7 +38,7 @@ Lookup = Callable[[DataFile, int, str], BloomFilter | None]
 class _Probe:
     field_id: int
     family: str
-    values: tuple[bytes, ...]
+    values: tuple[tuple[int, int], ...]  # each literal's ``bloom.probes``
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +110,7 @@ def _probe(term: object, values: list[object], indexed: frozenset[int]) -> _Prob
         hashed = tuple(h for h in (encode(v) for v in values) if h is not None)
     except (ValueError, TypeError, ArithmeticError):
         return None
-    return _Probe(field.field_id, name, hashed) if hashed else None
+    return _Probe(field.field_id, name, tuple(probes(h) for h in hashed)) if hashed else None
 
 
 def _excludes(node: _Node, data_file: DataFile, lookup: Lookup) -> bool:
@@ -123,5 +123,6 @@ def _excludes(node: _Node, data_file: DataFile, lookup: Lookup) -> bool:
         return (_excludes(node.left, data_file, lookup)
                 and _excludes(node.right, data_file, lookup))
     bloom = lookup(data_file, node.field_id, node.family)
-    return bloom is not None and not any(bloom.might_contain(v) for v in node.values)
+    return bloom is not None and not any(bloom.might_contain_probes(h1, h2)
+                                         for h1, h2 in node.values)
 
