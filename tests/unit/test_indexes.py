@@ -51,6 +51,7 @@ from proxy.indexes.store import FilterKey, filter_from, puffin_bytes
 from proxy.planning.bloom import BloomFilter, encoder, family
 from proxy.planning.index_pruning import IndexPruner
 from proxy.planning.manifest_cache import ManifestCache
+from proxy.planning.planner import Planner
 from proxy.planning.puffin import Blob, read_puffin, write_puffin
 from proxy.planning.scope import ScanSpec
 
@@ -233,7 +234,7 @@ def _table_with_files(tmp_path: Path, files: int) -> tuple[SqlCatalog, object]:
     schema = Schema(NestedField(1, "user_id", LongType()), NestedField(2, "v", StringType()))
     table = catalog.create_table("ns.t", schema, properties={BLOOM_FILTER_COLUMNS: "user_id"})
     for f in range(files):
-        ids = list(range(f * 100, f * 100 + 50))
+        ids = list(range(f, 300, 6))  # every file spans the range: metrics cannot prune
         table.append(pa.table({"user_id": pa.array(ids, pa.int64()),
                                "v": [str(i) for i in ids]}))
     return catalog, catalog.load_table("ns.t")
@@ -262,6 +263,11 @@ def test_the_service_builds_reuses_after_a_restart_prunes_and_collects(tmp_path:
     kept = [f.file_path for f in live if pruner.keeps(f)]
     assert len(kept) >= 1 and all(p in {f.file_path for f in live} for p in kept)
     assert len(kept) < 6
+    plan = Planner(ManifestCache(10_000)).plan(metadata, io, spec, index=pruner)
+    assert sorted(t.file.file_path for t in plan.tasks) == sorted(kept)
+    assert plan.pruned == {"indexes": 6 - len(kept)}
+    unindexed = Planner(ManifestCache(10_000)).plan(metadata, io, spec)
+    assert len(unindexed.tasks) == 6 and unindexed.pruned == {}
     assert again.pruner(metadata, io, spec, frozenset({"user_id"})) is None  # masked: unused
 
     dropped = table.transaction()  # type: ignore[attr-defined]
@@ -272,3 +278,39 @@ def test_the_service_builds_reuses_after_a_restart_prunes_and_collects(tmp_path:
     assert again.wait_idle(60)
     assert again.stats.removed == 6
     assert not list((tmp_path / "ns" / "t" / "metadata" / "icegov-index").iterdir())
+
+
+class _Recording:
+    """An IndexService stand-in noting what planning asked of it."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[frozenset[str], bool]] = []
+
+    def pruner(self, metadata: object, io: object, spec: object, excluded: frozenset[str], *,
+               sync: bool = True) -> None:
+        self.asked.append((excluded, sync))
+
+
+def _scan(view: object, governed_from: object = None) -> object:
+    from types import SimpleNamespace
+    context = SimpleNamespace(view=view, governed_from=governed_from, metadata=None,
+                              state=SimpleNamespace(io=None))
+    return SimpleNamespace(context=context)
+
+
+def test_planning_never_uses_an_index_on_a_denied_or_masked_column() -> None:
+    from proxy.plans.service import PlanService
+    from proxy.resources import Resource
+    from proxy.restrictions import Mask, MaskAction, ReadView
+
+    table = Resource("icegov", ("demo",), "customers")
+    masked = ReadView(table, denied=frozenset({"ssn"}),
+                      masks={"email": Mask(MaskAction.SHOW_LAST_4)})
+    recording = _Recording()
+    service = PlanService.__new__(PlanService)
+    service._indexes = recording  # type: ignore[assignment]
+    service._index(_scan(masked), ScanSpec())  # type: ignore[arg-type]
+    governed = ReadView(table, governed="digest")
+    service._index(_scan(governed, masked), ScanSpec())  # type: ignore[arg-type]
+    assert recording.asked == [(frozenset({"ssn", "email"}), True),
+                               (frozenset({"ssn", "email"}), False)]
