@@ -48,6 +48,7 @@ class BuildJob:
     fpp: float
     snapshot_id: int
     sequence_number: int
+    mac_key: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,8 @@ def build_file(job: BuildJob) -> list[BuiltFilter]:
             bloom = filter_of(arrays[column.key.field_id], column.key.family, job.fpp)
         except pa.ArrowException as exc:
             raise IndexBuildFailed(f"a column of {job.data_path} cannot be indexed") from exc
-        data = puffin_bytes(column.key, bloom, job.snapshot_id, job.sequence_number)
+        data = puffin_bytes(column.key, bloom, job.snapshot_id, job.sequence_number,
+                            job.mac_key)
         with io.new_output(column.output).create(overwrite=True) as out:
             out.write(data)
         built.append(BuiltFilter(column.key, column.output, bloom))

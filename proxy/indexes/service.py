@@ -201,7 +201,8 @@ class IndexService:
                    and w.key not in table.failed]
         directory = index_dir(metadata)
         found = list(self._build_pool.map(
-            lambda w: load_filter(io, filter_path(directory, w.key), w.key), missing))
+            lambda w: load_filter(io, filter_path(directory, w.key), w.key,
+                                  self._settings.key_bytes()), missing))
         kept = {(w.key.data_path, w.key.field_id): table.filters[(w.key.data_path,
                                                                   w.key.field_id)]
                 for w in wanted if (w.key.data_path, w.key.field_id) in table.filters}
@@ -268,7 +269,7 @@ def _jobs(wanted: list[Wanted], metadata: TableMetadata, directory: str,
             path, str(data_file.file_format.value),
             tuple(ColumnJob(w.key, filter_path(directory, w.key)) for w in items),
             tuple(sorted(io.properties.items())), settings.fpp, snapshot_id,
-            sequence or 0))
+            sequence or 0, settings.key_bytes()))
     return jobs
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from proxy.keys import check_key
 
 
 class IndexSettings(BaseModel):
@@ -22,3 +24,19 @@ class IndexSettings(BaseModel):
                               description="Spark master for large backfills.")
     max_file_bytes: int = Field(
         default=4 << 30, gt=0, description="Data files larger than this are not indexed.")
+    key: SecretStr | None = Field(
+        default=None,
+        description="HMAC key sealing every stored filter (shared by replicas): a filter file "
+                    "without a valid seal is ignored and built again. Unset, filters are "
+                    "unsealed and trusted as far as the table's storage is.")
+
+    @field_validator("key")
+    @classmethod
+    def _strong_key(cls, key: SecretStr | None) -> SecretStr | None:
+        if key is not None:
+            check_key(key.get_secret_value(), "indexes.key")
+        return key
+
+    def key_bytes(self) -> bytes | None:
+        """The sealing key, if one is set."""
+        return None if self.key is None else self.key.get_secret_value().encode()

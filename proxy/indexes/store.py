@@ -8,14 +8,17 @@ finds the filter of a (file, column) without listing or any index manifest. The 
 the same provenance in its properties (``data-file``, ``data-file-size``, ``family``), and the
 filter's parameters (``num-bits``, ``num-hashes``, ``hash``); a file whose provenance does not
 match the key it was looked up for, or that is malformed, is not believed (the filter is built
-again). These files are icegov's alone: they are never put in the table's ``statistics``, so no
-client sees them in table metadata.
+again); with ``indexes.key`` set, neither is one without a valid ``hmac-sha256`` seal over the
+provenance, parameters and bits, so whoever can write the table's storage cannot plant a filter
+that hides rows from planning. These files are icegov's alone: they are never put in the
+table's ``statistics``, so no client sees them in table metadata.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 from dataclasses import dataclass
 
 from pyarrow.fs import FileSelector, FileType
@@ -53,33 +56,46 @@ def filter_path(directory: str, key: FilterKey) -> str:
     return f"{directory}/bloom-{hashlib.sha256(text.encode()).hexdigest()[:40]}.puffin"
 
 
+def seal(mac_key: bytes, key: FilterKey, num_bits: int, num_hashes: int, bits: bytes) -> str:
+    """The HMAC-SHA256 of a filter and what it indexes."""
+    head = "\0".join((key.data_path, str(key.data_size), str(key.field_id), key.family,
+                      str(num_bits), str(num_hashes), HASH))
+    return hmac.new(mac_key, head.encode() + b"\0" + bits, hashlib.sha256).hexdigest()
+
+
 def puffin_bytes(key: FilterKey, bloom: BloomFilter, snapshot_id: int,
-                 sequence_number: int) -> bytes:
-    """The Puffin file of one filter."""
+                 sequence_number: int, mac_key: bytes | None = None) -> bytes:
+    """The Puffin file of one filter (sealed with ``mac_key`` when given)."""
     properties = {"data-file": key.data_path, "data-file-size": str(key.data_size),
                   "family": key.family, "num-bits": str(bloom.num_bits),
                   "num-hashes": str(bloom.num_hashes), "hash": HASH}
+    if mac_key is not None:
+        properties["hmac-sha256"] = seal(mac_key, key, bloom.num_bits, bloom.num_hashes,
+                                         bloom.to_bytes())
     blob = Blob(BLOB_TYPE, (key.field_id,), snapshot_id, sequence_number, bloom.to_bytes(),
                 properties)
     return write_puffin([blob], {"created-by": "icegov"})
 
 
-def load_filter(io: FileIO, path: str, key: FilterKey) -> BloomFilter | None:
+def load_filter(io: FileIO, path: str, key: FilterKey,
+                mac_key: bytes | None = None) -> BloomFilter | None:
     """The filter stored at ``path`` for ``key``; None when there is none, or it is not one
-    icegov wrote for exactly ``key``."""
+    icegov wrote for exactly ``key`` (sealed with ``mac_key``, when given)."""
     source = io.new_input(path)
     try:
         if not source.exists() or len(source) > MAX_PUFFIN_BYTES:
             return None
         with source.open() as stream:
             data = stream.read()
-        return filter_from(read_puffin(data), key)
+        return filter_from(read_puffin(data), key, mac_key)
     except (OSError, ValueError):
         return None
 
 
-def filter_from(blobs: list[Blob], key: FilterKey) -> BloomFilter | None:
-    """The filter in a Puffin file's blobs if they are exactly one for ``key``."""
+def filter_from(blobs: list[Blob], key: FilterKey,
+                mac_key: bytes | None = None) -> BloomFilter | None:
+    """The filter in a Puffin file's blobs if they are exactly one for ``key`` (sealed with
+    ``mac_key``, when given)."""
     if len(blobs) != 1:
         return None
     blob = blobs[0]
@@ -89,10 +105,15 @@ def filter_from(blobs: list[Blob], key: FilterKey) -> BloomFilter | None:
             or p.get("data-file-size") != str(key.data_size)):
         return None
     try:
-        return BloomFilter(int(p.get("num-bits", "")), int(p.get("num-hashes", "")),
-                           blob.payload)
+        bloom = BloomFilter(int(p.get("num-bits", "")), int(p.get("num-hashes", "")),
+                            blob.payload)
     except ValueError:
         return None
+    if mac_key is not None and not hmac.compare_digest(
+            p.get("hmac-sha256", ""), seal(mac_key, key, bloom.num_bits, bloom.num_hashes,
+                                           blob.payload)):
+        return None
+    return bloom
 
 
 def remove_all(io: FileIO, metadata: TableMetadata) -> int:

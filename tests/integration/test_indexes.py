@@ -4,8 +4,9 @@ A table of 100 files (one per ``shard`` partition) whose random user ids are spr
 file, so neither partitions nor min/max statistics can prune a point lookup on ``user_id``. With
 ``icegov.index.bloom-filter-columns=user_id`` a point lookup planned by icegov lists at most the
 files holding that id plus the filters' false positives, and reads the same rows as local
-planning; files appended later are indexed within a bound; a restarted icegov reuses the stored
-filters (none is written again). Waiting is polling with a deadline, never a fixed sleep.
+planning; files appended later are indexed within a bound; a restarted icegov (same
+``indexes.key``: filters are sealed) reuses the stored filters (none is written again).
+Waiting is polling with a deadline, never a fixed sleep.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pydantic import SecretStr
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import BadRequestError
 from pyiceberg.expressions import EqualTo, In
@@ -31,6 +33,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 from proxy.app import create_app
 from proxy.commits.index_property import BLOOM_FILTER_COLUMNS
+from proxy.indexes.settings import IndexSettings
 from proxy.indexes.status import index_status
 from tests.support.servers import serve
 from tests.support.settings import ADMIN, settings_for_tests
@@ -50,13 +53,15 @@ SPEC = PartitionSpec(PartitionField(1, 1000, IdentityTransform(), "shard"))
 def restartable(backend: str, workdir: Path) -> Iterator[Callable[[], Any]]:
     """A function starting an icegov (a context manager yielding its URL) over one backing
     catalog that outlives it."""
+    sealed = IndexSettings(key=SecretStr("index-filters-test-key-" + "k" * 20))
     if backend == "embedded":
-        yield lambda: serve(create_app(settings_for_tests(workdir)))
+        yield lambda: serve(create_app(settings_for_tests(workdir, indexes=sealed)))
         return
     from tests.support.reference_catalog import reference_catalog
 
     with reference_catalog(workdir) as catalog_uri:
-        yield lambda: serve(create_app(settings_for_tests(workdir, catalog_uri=catalog_uri)))
+        yield lambda: serve(create_app(settings_for_tests(workdir, catalog_uri=catalog_uri,
+                                                          indexes=sealed)))
 
 
 def rows_for(shards: range, rng: random.Random, ids: list[int]) -> pa.Table:

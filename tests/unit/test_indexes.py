@@ -127,6 +127,20 @@ def test_a_stored_filter_is_believed_only_for_its_own_file_and_column() -> None:
         assert filter_from(blobs, other) is None
 
 
+def test_with_a_key_only_a_filter_sealed_with_it_is_believed() -> None:
+    key = FilterKey("file:///t/a.parquet", 10, 1, "long")
+    bloom = BloomFilter.sized_for(10, 0.01)
+    bloom.add_all([encoder("long")(42)])
+    sealed = read_puffin(puffin_bytes(key, bloom, 1, 1, b"k" * 40))
+    assert filter_from(sealed, key, b"k" * 40) is not None
+    assert filter_from(sealed, key, b"x" * 40) is None
+    assert filter_from(read_puffin(puffin_bytes(key, bloom, 1, 1)), key, b"k" * 40) is None
+    forged = [Blob(b.type, b.fields, b.snapshot_id, b.sequence_number,
+                   bytes(len(b.payload)), b.properties) for b in sealed]  # bits emptied
+    assert filter_from(forged, key, b"k" * 40) is None
+    assert filter_from(forged, key) is not None  # unsealed: trusted as the storage is
+
+
 SCHEMA = Schema(NestedField(1, "user_id", LongType()), NestedField(2, "email", StringType()),
                 NestedField(3, "n", LongType()),
                 NestedField(4, "tags", ListType(5, StringType())))
