@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import groupby
@@ -152,19 +152,6 @@ class IndexService:
 
         return IndexPruner.for_filter(scanned_schema(metadata, spec), spec.filter,
                                       spec.case_sensitive, usable, lookup)
-
-    def indexed_counts(self, metadata: TableMetadata, files: Iterable[DataFile]
-                       ) -> dict[str, int]:
-        """Per indexed column name, how many of ``files`` have a filter in memory."""
-        table = self._tables.get(str(metadata.table_uuid))
-        filters = table.filters if table is not None else {}
-        counts = {name: 0 for name, _ in indexed_columns(metadata).values()}
-        for data_file in files:
-            for field_id, (name, kind) in indexed_columns(metadata).items():
-                found = filters.get((data_file.file_path, field_id))
-                if found is not None and found[0].family == kind:
-                    counts[name] += 1
-        return counts
 
     def wait_idle(self, timeout: float) -> bool:
         """Until no sync runs or is queued (tests, benchmarks); False on timeout."""
