@@ -46,6 +46,7 @@ from proxy.idempotency import Idempotency, iso_duration, open_idempotency
 from proxy.identity import build_identity
 from proxy.identity.authenticator import Authenticator
 from proxy.inbound import InboundRequest
+from proxy.indexes.service import IndexService
 from proxy.keys import key_or_process_key
 from proxy.ops.metrics import Metrics
 from proxy.planning.manifest_cache import ManifestCache
@@ -111,6 +112,7 @@ def create_app(settings: Settings, backing: Backing | None = None,
     governed = GovernedSnapshots(settings.governed, planner.manifests,
                                  _governed_warehouse(settings), settings.file_io,
                                  metrics.observe_governed)
+    indexes = IndexService(settings.indexes, planner.manifests, settings.file_io)
     answers = TableAnswers(views, authorizer.restricts, authorizer.restricted_anywhere,
                            GovernedAnswers(governed, settings.file_io))
     catalogs = CatalogNames(settings.catalog_name, settings.catalogs,
@@ -119,7 +121,7 @@ def create_app(settings: Settings, backing: Backing | None = None,
                            if idempotency is not None else None, answers.disclosure, catalogs)
     heads = KnownHeads(settings.commit_retry.known_head_seconds)  # the gate's and committer's
     handlers = _governed_handlers(settings, forwarder, authorizer,
-                                  _Reads(views, planner, answers), config,
+                                  _Reads(views, planner, answers, indexes), config,
                                   identity.token_endpoint, metrics, heads)
     metrics.watch(manifest_cache=lambda: planner.manifests.stats, policy=authorizer, audit=audit,
                   governed=governed)
@@ -135,7 +137,8 @@ def create_app(settings: Settings, backing: Backing | None = None,
         routes=[Route("/healthz", healthz),
                 Route("/readyz", BackingHandlers(forwarder, authorizer).readyz),
                 Route("/metrics", metrics.endpoint)],
-        lifespan=_lifespan(authorizer, planner, backing, idempotency, audit, governed),
+        lifespan=_lifespan(authorizer, planner, backing, idempotency, audit,
+                           (governed, indexes)),
     )
 
 
@@ -157,14 +160,15 @@ def _governed_warehouse(settings: Settings) -> str | None:
 
 def _lifespan(authorizer: PolicyAuthorizer, planner: Planner, backing: Backing,
               idempotency: Idempotency | None, audit: AuditLog,
-              governed: GovernedSnapshots) -> Lifespan[Starlette]:
+              services: tuple[GovernedSnapshots, IndexService]) -> Lifespan[Starlette]:
     """Serving: the policy file watched; after it, everything held is closed, the audit last."""
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         async with authorizer.watching():
             yield
-        governed.close()
+        for service in services:
+            service.close()
         planner.close()
         await backing.aclose()
         if idempotency is not None:
@@ -181,6 +185,7 @@ class _Reads:
     views: ReadViews
     planner: Planner
     answers: TableAnswers
+    indexes: IndexService
 
 
 def _forwarder(settings: Settings, backing: Backing, metrics: Metrics) -> Forwarder:
@@ -211,11 +216,12 @@ def _governed_handlers(settings: Settings, forwarder: Forwarder, authorizer: Pol
     """Every endpoint icegov owns, by name (checked complete against the route table)."""
     answers = reads.answers
     commits = CommitHandlers(Committer(forwarder, settings.commit_limits, settings.commit_retry,
-                                       metrics, settings.file_io, heads), answers)
+                                       metrics, settings.file_io, heads), answers,
+                              reads.indexes)
     listing = ListingHandlers(forwarder, authorizer, PageTokens(
         key_or_process_key(settings.planning.task_key, "plan-tasks")))
     handlers = _handlers(forwarder, authorizer, config, token_endpoint, commits, listing)
-    handlers.update(_read_handlers(forwarder, answers, reads.views, reads.planner, settings,
+    handlers.update(_read_handlers(forwarder, reads, settings,
                                    lambda: authorizer.generation, metrics))
     view_handlers = ViewHandlers(forwarder, authorizer, reads.views, reads.answers.disclosure)
     handlers.update(load_view=view_handlers.load_view, create_view=view_handlers.create_view,
@@ -259,14 +265,15 @@ def _handlers(forwarder: Forwarder, authorizer: PolicyAuthorizer, config: Config
     }
 
 
-def _read_handlers(forwarder: Forwarder, answers: TableAnswers, views: ReadViews,
-                   planner: Planner, settings: Settings,
+def _read_handlers(forwarder: Forwarder, reads: _Reads, settings: Settings,
                    generation: Callable[[], int], metrics: Metrics) -> dict[str, GovernedHandler]:
     """loadTable (projected for restricted principals) and the planning endpoints."""
+    answers = reads.answers
     load = LoadTableHandler(forwarder, answers)
-    service = PlanService(TableReader(forwarder.fetch, views, settings.file_io, answers.governed),
-                          planner,
-                          settings.planning, generation, on_pruned=metrics.observe_pruned)
+    service = PlanService(TableReader(forwarder.fetch, reads.views, settings.file_io,
+                                      answers.governed),
+                          reads.planner, settings.planning, generation,
+                          on_pruned=metrics.observe_pruned, indexes=reads.indexes)
     metrics.watch(plan_cache=lambda: service.plan_cache_stats)
     plans = PlanHandlers(service)
     credentials = CredentialsHandler(forwarder, answers, service)

@@ -192,9 +192,11 @@ def _init_next_steps(directory: Path) -> str:
 def _register_groups() -> None:
     from proxy.audit.cli import audit
     from proxy.identity.cli import principal
+    from proxy.indexes.cli import index
     from proxy.policy.cli import policy
 
     main.add_command(principal)
+    main.add_command(index)
     main.add_command(policy)
     main.add_command(audit)
 

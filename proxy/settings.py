@@ -30,6 +30,7 @@ from proxy.commits.retry import CommitRetry
 from proxy.governed.settings import GovernedSettings
 from proxy.idempotency.settings import IdempotencySettings
 from proxy.identity.settings import IdentitySettings
+from proxy.indexes.settings import IndexSettings
 from proxy.keys import check_key
 from proxy.planning.settings import PlanningSettings
 from proxy.policy.settings import PolicySettings
@@ -143,6 +144,7 @@ class Settings(BaseSettings):
     idempotency: IdempotencySettings = Field(default_factory=IdempotencySettings)
     planning: PlanningSettings = Field(default_factory=PlanningSettings)
     governed: GovernedSettings = Field(default_factory=GovernedSettings)
+    indexes: IndexSettings = Field(default_factory=IndexSettings)
 
     @model_validator(mode="after")
     def _catalog_names_are_names(self) -> Settings:

@@ -44,6 +44,7 @@ from proxy.commits.held import (
     main_line,
     main_manifests,
 )
+from proxy.commits.index_property import check_index_property
 from proxy.commits.intent import CommitEvidence, CommitIntent, FileCounts, UnverifiableCommit
 from proxy.commits.limits import CommitLimits
 from proxy.commits.lineage import expected_first_row_ids, row_lineage_changes
@@ -80,6 +81,7 @@ def classify_commit(body: Mapping[str, Any], base: TableMetadata | None, io: Fil
     ``limits`` (``CommitTooLarge``, 400) and the shape by ``check_commit_shape``.
     """
     check_commit_shape(body, limits)
+    check_index_property(body, base)
     creating = creates_table(body)
     if base is None and not creating:
         raise UnverifiableCommit("cannot verify a commit to a table without its metadata")

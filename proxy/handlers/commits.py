@@ -12,6 +12,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from pyiceberg.exceptions import ValidationError
+from pyiceberg.table.metadata import TableMetadataUtil
 from starlette.responses import Response
 
 from proxy.admission.admission import Admission
@@ -19,15 +21,18 @@ from proxy.committer.committer import Committer
 from proxy.committer.pinning import pinned_change
 from proxy.handlers.tables import TableAnswers
 from proxy.inbound import InboundRequest
+from proxy.indexes.service import IndexService
 from proxy.reads.disclosure import disclosed_response
 
 
 class CommitHandlers:
     """``POST .../tables/{t}`` and ``POST .../transactions/commit``."""
 
-    def __init__(self, committer: Committer, answers: TableAnswers | None = None) -> None:
+    def __init__(self, committer: Committer, answers: TableAnswers | None = None,
+                 indexes: IndexService | None = None) -> None:
         self._committer = committer
         self._answers = answers
+        self._indexes = indexes
 
     async def commit_table(self, inbound: InboundRequest, admission: Admission) -> Response:
         [change] = admission.changes
@@ -38,24 +43,34 @@ class CommitHandlers:
 
         body = pinned_change(change) or change.body
         response = await self._committer.commit(inbound, admission.changes, [body], wire, True)
+        self._landed(response)
         if self._answers is None:
             return response
-        self._landed(response)
         # the answer carries the table's whole metadata: a restricted principal sees it projected
         return await self._answers.project_response(response, inbound, admission,
                                                     change.resource)
 
     def _landed(self, response: Response) -> None:
-        """Start the governed builds of a table a commit just changed (``proxy.governed``)."""
+        """Start the governed builds (``proxy.governed``) and the index syncs
+        (``proxy.indexes``) of a table a commit just changed, in the background."""
         governed = self._answers.governed if self._answers is not None else None
-        if governed is None or response.status_code != 200 or not governed.service.in_use:
+        builds = governed is not None and governed.service.in_use
+        if response.status_code != 200 or not (builds or self._indexes is not None):
             return
         try:
             result = json.loads(bytes(response.body))
         except (ValueError, RecursionError):
             return
-        if isinstance(result, dict):
+        if not isinstance(result, dict):
+            return
+        if governed is not None and builds:
             governed.landed(result)
+        if self._indexes is not None:
+            try:
+                metadata = TableMetadataUtil.parse_obj(result["metadata"])
+            except (ValueError, KeyError, TypeError, ValidationError):
+                return  # not metadata icegov can read: the next plan of the table syncs it
+            self._indexes.landed(metadata)
 
     async def commit_transaction(self, inbound: InboundRequest,
                                  admission: Admission) -> Response:

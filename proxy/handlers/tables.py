@@ -23,6 +23,7 @@ from starlette.responses import Response
 
 from proxy.admission.admission import Admission
 from proxy.backing.forward import Forwarder, relayed_answer
+from proxy.commits.index_property import check_create_request
 from proxy.commits.lru import SizedLru
 from proxy.errors import BackingFailed, Forbidden
 from proxy.governance import Principal
@@ -183,6 +184,7 @@ class LoadTableHandler:
         """Create (or stage-create) a table: forwarded; its answer, which carries the new
         table's metadata and any vended credentials, as the principal may receive it."""
         principal, table = admission.principal, admission.intent.needs[0].resource
+        check_create_request(inbound.json())  # icegov's own index property (400 when wrong)
         if principal is None or self._answers.untouched(principal, table):
             return await self._forwarder.forward(inbound)
         if self._answers.restricted(principal, table):

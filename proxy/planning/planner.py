@@ -15,15 +15,18 @@ Large plans are split into shards of data manifests (``plan_shards``); ``plan`` 
 Which files are pruned, and by what (``Plan.pruned``), is decided by a ``Sieve``
 (``proxy.planning.sieve``); column dependencies add an inferred filter to it
 (``proxy.planning.inferred``) that prunes only files icegov verified them on
-(``Plan.dependable``) and never enters a residual.
+(``Plan.dependable``) and never enters a residual. ``plan`` and ``narrow`` take an optional
+``FileIndex`` (bloom-filter indexes: ``proxy.planning.index_pruning``) applied last, counted as
+``indexes``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import chain
+from typing import Protocol
 
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import (
@@ -46,7 +49,7 @@ from proxy.planning.pruning import AllOf, Pruner, Residuals, check_filters
 from proxy.planning.scope import ScanSpec, Scope, resolve_scope
 from proxy.planning.sieve import Sieve, Tally, manifest_files, total
 
-__all__ = ["Plan", "Planner", "ScanSpec"]
+__all__ = ["FileIndex", "Plan", "Planner", "ScanSpec"]
 
 _DATA = DataFileContent.DATA
 _ADDED = ManifestEntryStatus.ADDED
@@ -65,6 +68,22 @@ class Plan:
     tasks: tuple[FileScanTask, ...]
     pruned: Mapping[str, int] = field(default_factory=dict)  # files pruned, per mechanism
     dependable: frozenset[str] = frozenset()  # planned files column dependencies may prune
+
+
+class FileIndex(Protocol):
+    """A secondary index consulted after partition and metrics pruning (``index_pruning``):
+    ``keeps`` is False only for a file that cannot hold a matching row."""
+
+    def keeps(self, data_file: DataFile) -> bool: ...
+
+
+def _by_index(plan: Plan, index: FileIndex | None) -> Plan:
+    """``plan`` without the files ``index`` rules out, counted as ``indexes``."""
+    if index is None:
+        return plan
+    kept = tuple(task for task in plan.tasks if index.keeps(task.file))
+    pruned = total([plan.pruned, {"indexes": len(plan.tasks) - len(kept)}])
+    return replace(plan, tasks=kept, pruned=pruned)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,15 +109,16 @@ class Planner:
         self._pool.shutdown(wait=False)
 
     def plan(self, metadata: TableMetadata, io: FileIO, spec: ScanSpec,
-             data_manifests: tuple[str, ...] | None = None) -> Plan:
+             data_manifests: tuple[str, ...] | None = None,
+             index: FileIndex | None = None) -> Plan:
         """Plan ``spec`` on ``metadata``; only the data manifests named in ``data_manifests``
-        (one shard from ``plan_shards``) when given.
+        (one shard from ``plan_shards``) when given; files ``index`` rules out are left out.
 
         Raises ``NotFound`` (unknown snapshot), ``BadRequest`` (invalid range, a filter that
         does not bind, a shard naming manifests the snapshot does not scan) and ``Forbidden``
         (a row filter that does not bind)."""
         with self.manifests.collector_paused():
-            return self._plan(metadata, io, spec, data_manifests)
+            return _by_index(self._plan(metadata, io, spec, data_manifests), index)
 
     def _plan(self, metadata: TableMetadata, io: FileIO, spec: ScanSpec,
               data_manifests: tuple[str, ...] | None) -> Plan:
@@ -144,10 +164,11 @@ class Planner:
             shards.append(tuple(current))
         return shards
 
-    def narrow(self, metadata: TableMetadata, spec: ScanSpec, wide: Plan) -> Plan:
+    def narrow(self, metadata: TableMetadata, spec: ScanSpec, wide: Plan,
+               index: FileIndex | None = None) -> Plan:
         """``spec`` planned from ``wide``, a plan of the same scope whose filter is implied by
         ``spec.filter``: each task's data file and delete files are evaluated again (partition,
-        metrics) and its residual recomputed; no manifest is read."""
+        metrics, ``index``) and its residual recomputed; no manifest is read."""
         filters = _filters(metadata, wide.schema, spec)
         keeps_delete = _memo_by_path(filters.deletes)
         tally: Tally = Tally()
@@ -159,8 +180,8 @@ class Planner:
                 FileScanTask(task.file, {d for d in task.delete_files if keeps_delete(d)},
                              filters.residuals.of(task.file)) for task in kept)
         dependable = frozenset(t.file.file_path for t in kept) & wide.dependable
-        return Plan(wide.snapshot_id, wide.schema, tasks, total([wide.pruned, tally]),
-                    dependable)
+        return _by_index(Plan(wide.snapshot_id, wide.schema, tasks,
+                              total([wide.pruned, tally]), dependable), index)
 
     def _delete_index(self, metadata: TableMetadata, io: FileIO, scope: Scope,
                       filters: _Filters) -> DeleteIndex:

@@ -34,12 +34,13 @@ from proxy.admission.admission import Admission
 from proxy.commits.lru import SizedLru
 from proxy.errors import BadRequest, Forbidden, NoSuchPlanId, NoSuchPlanTask, NotFound
 from proxy.inbound import InboundRequest
+from proxy.indexes.service import IndexService
 from proxy.keys import key_or_process_key
 from proxy.planning import wire
 from proxy.planning.expressions import canonical_json
 from proxy.planning.implication import implies
 from proxy.planning.plan_cache import PlanCache, PlanCacheStats, PlanKey
-from proxy.planning.planner import Plan, Planner, ScanSpec
+from proxy.planning.planner import FileIndex, Plan, Planner, ScanSpec
 from proxy.planning.request import ScanRequest, parse_scan_request
 from proxy.planning.settings import PlanningSettings
 from proxy.planning.tokens import Kind, TaskClaims, seal, unseal
@@ -90,8 +91,10 @@ class PlanService:
 
     def __init__(self, reader: TableReader, planner: Planner, settings: PlanningSettings,
                  generation: Generation, clock: Callable[[], float] = time.time,
-                 on_pruned: Pruned | None = None) -> None:
+                 on_pruned: Pruned | None = None,
+                 indexes: IndexService | None = None) -> None:
         self._reader = reader
+        self._indexes = indexes
         self._planner = planner
         self._settings = settings
         self._generation = generation
@@ -264,14 +267,30 @@ class PlanService:
 
     def _plan(self, scan: Scan, key: PlanKey, shard: tuple[str, ...] | None) -> Plan:
         state, spec = scan.context.state, scan.spec()
+        index = self._index(scan, spec)
         return self._plans.plan(
-            key, lambda: self._planner.plan(state.metadata, state.io, spec, shard),
-            lambda wide: self._planner.narrow(state.metadata, spec, wide))
+            key, lambda: self._planner.plan(state.metadata, state.io, spec, shard, index),
+            lambda wide: self._planner.narrow(state.metadata, spec, wide, index))
+
+    def _index(self, scan: Scan, spec: ScanSpec) -> FileIndex | None:
+        """The bloom-filter index pruner of the scan (``proxy.indexes``): never over a column
+        denied or masked to the principal; for governed metadata, filters of base files only
+        (found for a governed file only at the same path and size), and no sync of its own."""
+        if self._indexes is None:
+            return None
+        context = scan.context
+        views = [context.view] + ([context.governed_from] if context.governed_from else [])
+        excluded = frozenset().union(*(v.denied | frozenset(v.masks) for v in views))
+        return self._indexes.pruner(context.metadata, context.state.io, spec, excluded,
+                                    sync=context.governed_from is None)
 
     def _key_of(self, scan: Scan, shard: tuple[str, ...] | None) -> PlanKey:
         r = scan.request
+        view = scan.context.view.cache_key()
+        if self._indexes is not None:  # a plan made before filters were built is not reused
+            view = (*view, ("indexes", self._indexes.version(scan.context.metadata)))
         return PlanKey.for_scan(scan.context.metadata, scan.spec(), r.filter_key, r.select,
-                                r.stats_fields, scan.context.view.cache_key(), shard)
+                                r.stats_fields, view, shard)
 
     async def _shards(self, scan: Scan) -> list[tuple[str, ...]]:
         state = scan.context.state

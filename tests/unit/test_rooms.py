@@ -23,6 +23,7 @@ ROOMS = (
     "plans",        # planning service: plan jobs, table reader, judged scans
     "committer",    # server-side commits: queue, known heads, pins, rebuilds
     "governed",     # governed snapshots: what row- and mask-restricted principals read
+    "indexes",      # bloom-filter indexes of data files: built as data lands, read by plans
     "admission",    # what the gate hands on: typed intents, admission, catalog names
     "idempotency",  # Idempotency-Key store and replays
     "identity",     # who is calling
@@ -51,7 +52,7 @@ SETTINGS = "settings"
 SETTINGS_SECTIONS = frozenset({
     "proxy.audit.settings", "proxy.commits.limits", "proxy.commits.retry",
     "proxy.idempotency.settings", "proxy.identity.settings", "proxy.planning.settings",
-    "proxy.governed.settings",
+    "proxy.governed.settings", "proxy.indexes.settings",
     "proxy.policy.settings",
     "proxy.catalog.locations",  # the warehouse root's canonical form
 })
