@@ -23,8 +23,10 @@ PARTITIONS = "partitions"
 METRICS = "metrics"
 DEPENDENCIES = "dependencies"
 ROW_FILTER = "row_filter"
-MECHANISMS: tuple[str, ...] = (PARTITIONS, METRICS, DEPENDENCIES, ROW_FILTER)
-"""Every mechanism a tally may name, in the order they are asked."""
+INDEXES = "indexes"
+MECHANISMS: tuple[str, ...] = (PARTITIONS, METRICS, DEPENDENCIES, ROW_FILTER, INDEXES)
+"""Every mechanism a tally may name, in the order they are asked (bloom-filter indexes last:
+``Planner``'s ``FileIndex``)."""
 
 Tally = Counter[str]
 
