@@ -273,7 +273,7 @@ def test_a_table_partitioned_by_region_gets_no_governed_data_file(orders: Orders
         or tree.table_uuid == str(admin.load_table(ORDERS).metadata.table_uuid)
     workdir = orders.served.proxy.workdir
     expected_root = workdir / "warehouse" / "_icegov_governed" \
-        if orders.served.backing_uri is None else workdir / "governed-root"
+        if orders.served.backing_uri is None else workdir / "_icegov_governed"
     assert local_path(tree.root).resolve() == expected_root.resolve()
     data = tree.data_dir()
     assert not data.exists() or not any(data.iterdir()), sorted(data.iterdir())

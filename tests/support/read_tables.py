@@ -243,7 +243,7 @@ def served(backend: str, workdir: Path, governed: dict[str, Any] | None = None,
     if governed is not None:
         settings["governed"] = governed
         if backend != "embedded":
-            settings["governed"].setdefault("root", (workdir / "governed-root").as_uri())
+            settings["governed"].setdefault("root", (workdir / "_icegov_governed").as_uri())
     if backend == "embedded":
         with serve(create_app(settings_for_tests(workdir, **settings))) as url:
             yield Served(RunningProxy(url, workdir), None)

@@ -29,7 +29,7 @@ def settings_for_tests(
               **overrides.pop("policy", {})}
     if overrides.get("catalog_uri") and "governed" not in overrides:
         # a backing's default governed root is icegov's working directory: keep tests' own
-        overrides["governed"] = {"root": (workdir / "governed-root").as_uri()}
+        overrides["governed"] = {"root": (workdir / "_icegov_governed").as_uri()}
     return Settings(
         warehouse=overrides.pop("warehouse", workdir / "warehouse"),
         identity=IdentitySettings(**identity),
