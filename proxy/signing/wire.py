@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 from proxy.errors import BadRequest, Forbidden
 from proxy.signing.sigv4 import canonical_query, uri_encode
@@ -197,10 +197,12 @@ def _object(raw_path: str, virtual: str) -> tuple[str, str]:
 
 def _operation(method: str, raw_query: str) -> tuple[Operation, tuple[tuple[str, str], ...]]:
     try:
-        pairs = parse_qsl(raw_query, keep_blank_values=True, strict_parsing=bool(raw_query),
-                          errors="strict")
-    except (ValueError, UnicodeDecodeError):
+        pairs = [(unquote(n, errors="strict"), unquote(v, errors="strict"))
+                 for n, _, v in (p.partition("=") for p in raw_query.split("&") if raw_query)]
+    except UnicodeDecodeError:
         raise Forbidden("the request's query cannot be read") from None
+    if any(not name or "+" in name for name, _ in pairs):
+        raise Forbidden("the request's query cannot be read")
     names = [name for name, _ in pairs]
     if len(set(names)) != len(names):
         raise Forbidden("a query parameter is sent twice")
