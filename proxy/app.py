@@ -40,6 +40,7 @@ from proxy.handlers.config import ConfigHandler
 from proxy.handlers.credentials import CredentialsHandler
 from proxy.handlers.health import BackingHandlers, healthz
 from proxy.handlers.plans import PlanHandlers
+from proxy.handlers.signing import SignerAdverts, SigningHandlers
 from proxy.handlers.tables import LoadTableHandler, TableAnswers
 from proxy.handlers.views import ViewHandlers
 from proxy.idempotency import Idempotency, iso_duration, open_idempotency
@@ -57,6 +58,7 @@ from proxy.policy import PolicyAuthorizer
 from proxy.reads.read_views import ReadViews
 from proxy.routes import RouteTable
 from proxy.settings import Settings
+from proxy.signing.service import Signer
 
 EMBEDDED_BASE_URL = "http://embedded-catalog"
 
@@ -120,8 +122,9 @@ def create_app(settings: Settings, backing: Backing | None = None,
     config = ConfigHandler(forwarder, offers, iso_duration(settings.idempotency.lifetime_seconds)
                            if idempotency is not None else None, answers.disclosure, catalogs)
     heads = KnownHeads(settings.commit_retry.known_head_seconds)  # the gate's and committer's
+    signer = _signer(settings, authorizer, audit)
     handlers = _governed_handlers(settings, forwarder, authorizer,
-                                  _Reads(views, planner, answers, indexes), config,
+                                  _Reads(views, planner, answers, indexes, signer), config,
                                   identity.token_endpoint, metrics, heads)
     metrics.watch(manifest_cache=lambda: planner.manifests.stats, policy=authorizer, audit=audit,
                   governed=governed)
@@ -138,7 +141,7 @@ def create_app(settings: Settings, backing: Backing | None = None,
                 Route("/readyz", BackingHandlers(forwarder, authorizer).readyz),
                 Route("/metrics", metrics.endpoint)],
         lifespan=_lifespan(authorizer, planner, backing, idempotency, audit,
-                           (governed, indexes)),
+                           (governed, indexes, signer)),
     )
 
 
@@ -158,9 +161,19 @@ def _governed_warehouse(settings: Settings) -> str | None:
     return settings.warehouse
 
 
+def _signer(settings: Settings, authorizer: PolicyAuthorizer, audit: AuditLog) -> Signer | None:
+    """The S3 signer when ``signing.enabled`` (fails here without storage credentials)."""
+    if not settings.signing.enabled:
+        return None
+    return Signer(settings.signing, settings.file_io,
+                  key_or_process_key(settings.signing.key, "signing-grants"),
+                  lambda: authorizer.generation, audit)
+
+
 def _lifespan(authorizer: PolicyAuthorizer, planner: Planner, backing: Backing,
               idempotency: Idempotency | None, audit: AuditLog,
-              services: tuple[GovernedSnapshots, IndexService]) -> Lifespan[Starlette]:
+              services: tuple[GovernedSnapshots, IndexService, Signer | None]
+              ) -> Lifespan[Starlette]:
     """Serving: the policy file watched; after it, everything held is closed, the audit last."""
 
     @asynccontextmanager
@@ -168,7 +181,8 @@ def _lifespan(authorizer: PolicyAuthorizer, planner: Planner, backing: Backing,
         async with authorizer.watching():
             yield
         for service in services:
-            service.close()
+            if service is not None:
+                service.close()
         planner.close()
         await backing.aclose()
         if idempotency is not None:
@@ -186,6 +200,7 @@ class _Reads:
     planner: Planner
     answers: TableAnswers
     indexes: IndexService
+    signer: Signer | None
 
 
 def _forwarder(settings: Settings, backing: Backing, metrics: Metrics) -> Forwarder:
@@ -223,6 +238,11 @@ def _governed_handlers(settings: Settings, forwarder: Forwarder, authorizer: Pol
     handlers = _handlers(forwarder, authorizer, config, token_endpoint, commits, listing)
     handlers.update(_read_handlers(forwarder, reads, settings,
                                    lambda: authorizer.generation, metrics))
+    handlers.update(_signing_handlers(reads.signer))
+    if reads.signer is not None:
+        adverts = SignerAdverts(reads.signer, answers, authorizer)
+        handlers["load_table"] = LoadTableHandler(forwarder, answers,
+                                                  adverts.advertised).load_table
     view_handlers = ViewHandlers(forwarder, authorizer, reads.views, reads.answers.disclosure)
     handlers.update(load_view=view_handlers.load_view, create_view=view_handlers.create_view,
                     replace_view=view_handlers.replace_view)
@@ -286,6 +306,13 @@ def _read_handlers(forwarder: Forwarder, reads: _Reads, settings: Settings,
         "cancel_planning": plans.cancel_planning,
         "fetch_scan_tasks": plans.fetch_scan_tasks,
     }
+
+
+def _signing_handlers(signer: Signer | None) -> dict[str, GovernedHandler]:
+    """The S3 signer endpoints (refusing everything while signing is not enabled)."""
+    signing = SigningHandlers(signer)
+    return {"sign_s3_request": signing.sign,
+            "sign_s3_request_ungranted": signing.sign_ungranted}
 
 
 def _forward(forwarder: Forwarder) -> GovernedHandler:

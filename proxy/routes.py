@@ -101,14 +101,20 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", _VIEW, "replace_view", commit=True, owned=True, json_body=True),
     Endpoint("DELETE", _VIEW, "drop_view"),
     Endpoint("POST", "/v1/{prefix}/views/rename", "rename_view", json_body=True),
+    Endpoint("POST", "/v1/aws/s3/sign", "sign_s3_request_ungranted", owned=True),
+    Endpoint("POST", "/v1/aws/s3/sign/{grant}", "sign_s3_request", json_body=True, owned=True),
 )
 
 PLANNING = frozenset({"plan_table_scan", "fetch_planning_result", "cancel_planning",
                       "fetch_scan_tasks"})
 """Server-side scan planning: icegov plans from the backing's metadata, never forwards."""
 
-SELF_SERVED = frozenset({"get_config", "oauth_tokens"}) | PLANNING
-"""Endpoints icegov answers whatever the backing advertises (config, tokens, planning)."""
+SIGNING = frozenset({"sign_s3_request", "sign_s3_request_ungranted"})
+"""S3 remote signing (``proxy.signing``): icegov signs with its own storage credentials."""
+
+SELF_SERVED = frozenset({"get_config", "oauth_tokens"}) | PLANNING | SIGNING
+"""Endpoints icegov answers whatever the backing advertises (config, tokens, planning,
+signing)."""
 
 PLANNING_SPECS = frozenset(e.spec for e in ENDPOINTS if e.name in PLANNING)
 """The planning endpoints as the config ``endpoints`` list spells them (icegov advertises them)."""

@@ -35,6 +35,7 @@ from proxy.keys import check_key
 from proxy.planning.settings import PlanningSettings
 from proxy.policy.settings import PolicySettings
 from proxy.resources import is_plain_name
+from proxy.signing.settings import SigningSettings
 
 _MANGLED_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/")
 """``Path("s3://b/wh")`` is ``s3:/b/wh``: a URI that went through a path type, never a directory
@@ -144,6 +145,7 @@ class Settings(BaseSettings):
     idempotency: IdempotencySettings = Field(default_factory=IdempotencySettings)
     planning: PlanningSettings = Field(default_factory=PlanningSettings)
     governed: GovernedSettings = Field(default_factory=GovernedSettings)
+    signing: SigningSettings = Field(default_factory=SigningSettings)
     indexes: IndexSettings = Field(default_factory=IndexSettings)
 
     @model_validator(mode="after")

@@ -354,6 +354,10 @@ INTENTS: dict[str, IntentFn] = {
     "replace_view": _replace_view,
     "drop_view": _on_table(Action.DROP_TABLE, "view"),
     "rename_view": _rename,
+    # the grant in the path names the table and the rights, decided at loadTable: the signer
+    # checks it was issued to this caller (proxy.signing)
+    "sign_s3_request": _authenticated,
+    "sign_s3_request_ungranted": _authenticated,
 }
 
 

@@ -29,14 +29,14 @@ from proxy.audit.files import AuditFile
 from proxy.audit.record import AuditRecord
 from proxy.audit.settings import AuditSettings
 from proxy.errors import IcebergError
-from proxy.routes import PLANNING
+from proxy.routes import PLANNING, SIGNING
 
 log = structlog.get_logger("icegov")
 
 READ_METHODS = frozenset({"GET", "HEAD"})
-NOT_MUTATING = frozenset({"oauth_tokens"}) | PLANNING
-"""POST/DELETE endpoints that change nothing in the catalog: the token endpoint and scan
-planning (reads)."""
+NOT_MUTATING = frozenset({"oauth_tokens"}) | PLANNING | SIGNING
+"""POST/DELETE endpoints that change nothing in the catalog: the token endpoint, scan
+planning (reads) and S3 signing (a signed write changes storage, never the catalog)."""
 
 
 class AuditUnavailable(IcebergError):

@@ -68,6 +68,17 @@ class AuditRecord:
         return [i for e in self.evidence for i in e.get("snapshot_ids", [])]
 
 
+AGGREGATED: dict[str, Any] = {"aggregated": True}
+"""This very object in a record's evidence leaves the record unwritten: its request is counted
+in an aggregate record instead (``proxy.signing.tally``). Compared by identity: no request can
+forge it."""
+
+
+def aggregated(record: AuditRecord) -> bool:
+    """True when ``record`` is counted in an aggregate record rather than written."""
+    return any(entry is AGGREGATED for entry in record.evidence)
+
+
 _second: tuple[int, str] = (-1, "")
 
 

@@ -22,6 +22,7 @@ from starlette.types import Receive, Scope, Send
 
 from proxy.admission.admission import Admission
 from proxy.audit import AuditLog, AuditRecord, AuditUnavailable
+from proxy.audit.record import aggregated
 from proxy.backing.forward import relayed
 from proxy.backing.tables import BackingRefused
 from proxy.committer.heads import Rejudge
@@ -76,7 +77,8 @@ class GovernedDispatcher:
         record = _record(scope)
         response = await self._answer(scope, receive, record)
         record.status = response.status_code
-        self._audit.write(record)  # before the answer leaves: a caller never outruns its record
+        if not aggregated(record):  # a signed read counted in an aggregate (proxy.signing)
+            self._audit.write(record)  # before the answer leaves: a caller never outruns it
         if self._metrics is not None:
             self._metrics.observe_request(record, time.perf_counter())
         await response(scope, receive, send)

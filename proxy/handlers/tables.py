@@ -41,8 +41,11 @@ from proxy.reads.read_views import ReadViews, describe
 from proxy.reads.scan_access import check_row_filter_history
 from proxy.reads.writes import spec_refusal
 from proxy.resources import Resource
+from proxy.restrictions import ReadView
 
 MayRestrict = Callable[[Principal, Resource], bool]
+Advertise = Callable[[Response, Principal | None, Resource, bytes], Response]
+"""Adds the S3 signer to a loadTable answer (``proxy.handlers.signing.SignerAdverts``)."""
 
 
 class TableAnswers:
@@ -87,7 +90,15 @@ class TableAnswers:
         applies_masks = self._views.applies_masks(principal, inbound.headers)
         return project_load_result(result, view, applies_masks=applies_masks)
 
-    def _parsed(self, body: bytes) -> tuple[dict[str, Any], TableMetadata]:
+    def view_of(self, principal: Principal, table: Resource, metadata: TableMetadata) -> ReadView:
+        """What ``principal`` may read of ``table`` as ``metadata`` describes it."""
+        return self._views.view(principal, table, metadata)
+
+    def governs(self, view: ReadView) -> bool:
+        """True when ``view``'s principal is served governed snapshots."""
+        return self.governed is not None and self.governed.governs(view)
+
+    def parsed(self, body: bytes) -> tuple[dict[str, Any], TableMetadata]:
         """A table answer's JSON and its metadata, parsed once per distinct answer (the same
         metadata is answered again and again; both are only ever read)."""
         key = hashlib.blake2b(body, digest_size=20).digest()
@@ -144,7 +155,7 @@ class TableAnswers:
         withheld = self.disclosure.withheld(principal)
         if response.status_code != 200 or not self.restricted(principal, table):
             return disclosed_response(response, withheld, keep_location=keep_location)
-        result, metadata = self._parsed(bytes(response.body))
+        result, metadata = self.parsed(bytes(response.body))
         projected = await self.projected(result, principal, table, inbound, admission.evidence,
                                          metadata)
         if projected is not None and not (self.governed is not None
@@ -167,18 +178,25 @@ def _metadata_of(result: dict[str, Any]) -> TableMetadata:
 class LoadTableHandler:
     """Answers loadTable, projecting the metadata for a principal that policy restricts."""
 
-    def __init__(self, forwarder: Forwarder, answers: TableAnswers) -> None:
+    def __init__(self, forwarder: Forwarder, answers: TableAnswers,
+                 adverts: Advertise | None = None) -> None:
         self._forwarder = forwarder
         self._answers = answers
+        self._adverts = adverts
 
     async def load_table(self, inbound: InboundRequest, admission: Admission) -> Response:
+        """The table's metadata as the principal may see it (and, with S3 remote signing,
+        the signer it may use: ``proxy.handlers.signing``)."""
         principal, table = admission.principal, admission.intent.needs[0].resource
-        if self._answers.untouched(principal, table):
+        if self._adverts is None and self._answers.untouched(principal, table):
             return await self._forwarder.forward(inbound)
         upstream = await self._forwarder.exchange(inbound)
-        return await self._answers.project_response(relayed_answer(upstream, upstream.content),
-                                                    inbound, admission, table,
-                                                    keep_location=False)
+        answer = await self._answers.project_response(relayed_answer(upstream, upstream.content),
+                                                      inbound, admission, table,
+                                                      keep_location=False)
+        if self._adverts is None:
+            return answer
+        return self._adverts(answer, principal, table, upstream.content)
 
     async def create_table(self, inbound: InboundRequest, admission: Admission) -> Response:
         """Create (or stage-create) a table: forwarded; its answer, which carries the new

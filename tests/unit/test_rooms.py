@@ -20,6 +20,7 @@ ROOMS = (
     "edge",         # the HTTP edge: dispatcher shell, request context, the governed pipeline
     "gate",         # enforcement: authorize, evidence, hiding, filtered listings
     "handlers",     # icegov's own answers, one module per endpoint family
+    "signing",      # S3 remote signing: grants, decisions, SigV4 with icegov's credentials
     "plans",        # planning service: plan jobs, table reader, judged scans
     "committer",    # server-side commits: queue, known heads, pins, rebuilds
     "governed",     # governed snapshots: what row- and mask-restricted principals read
@@ -53,7 +54,7 @@ SETTINGS_SECTIONS = frozenset({
     "proxy.audit.settings", "proxy.commits.limits", "proxy.commits.retry",
     "proxy.idempotency.settings", "proxy.identity.settings", "proxy.planning.settings",
     "proxy.governed.settings", "proxy.indexes.settings",
-    "proxy.policy.settings",
+    "proxy.policy.settings", "proxy.signing.settings",
     "proxy.catalog.locations",  # the warehouse root's canonical form
 })
 """The room modules ``proxy.settings`` may import: the sections it nests, nothing else."""
