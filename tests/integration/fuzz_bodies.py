@@ -193,6 +193,10 @@ BODIES: dict[str, st.SearchStrategy[Any]] = {
     "register_view": shaped({"name": NAMES, "metadata-location": LOCATIONS}),
     "replace_view": COMMIT,
     "rename_view": shaped({"source": IDENTIFIER, "destination": IDENTIFIER}),
+    "sign_s3_request": shaped(
+        {"region": NAMES, "uri": LOCATIONS,
+         "method": st.sampled_from(["GET", "HEAD", "PUT", "POST", "DELETE", "get", ""]),
+         "headers": HOSTILE}, {"properties": PROPERTIES, "body": HOSTILE}),
 }
 
 

@@ -124,7 +124,7 @@ def paths(draw: st.DrawFn, endpoint: Endpoint) -> str:
     """A request path for ``endpoint``, with (sometimes hostile) namespace and table segments."""
     path = endpoint.template.replace("/{prefix}", draw(PREFIXES))
     path = path.replace("{namespace}", draw(NAMESPACE_SEGMENTS) or "db")
-    for name in ("{table}", "{view}", "{plan_id}"):
+    for name in ("{table}", "{view}", "{plan_id}", "{grant}"):
         path = path.replace(name, draw(TABLE_SEGMENTS) or "t")
     return path
 
