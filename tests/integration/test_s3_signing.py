@@ -1,11 +1,13 @@
 """S3 remote signing through icegov (issue 23): engines with no storage credentials read
 through icegov's signatures, each only what its view of the table lists.
 
-The store is moto's S3 server (``tests.support.s3``); icegov serves its embedded catalog on it
-with ``ICEGOV__SIGNING__ENABLED`` and signs with its own ``file_io`` keys. The clients are
-pyiceberg with the fsspec FileIO (s3fs) and *no* storage credentials: every request they send
-carries icegov's signature (``S3V4RestSigner``), so what they read is what icegov signed.
-moto's S3 server does not verify signatures, so the refusals here are checked at the signer.
+The store is moto's S3 server behind the tests' S3 gateway (``tests.support.s3_gateway``), which
+enforces authentication: a request without a valid SigV4 signature made with the store's keys
+is refused (403) before it reaches moto. icegov serves its embedded catalog on it with
+``ICEGOV__SIGNING__ENABLED`` and signs with its own ``file_io`` keys. The clients are pyiceberg
+with the fsspec FileIO (s3fs) and *no* storage credentials: every request they send carries
+icegov's signature (``S3V4RestSigner``), so what they read is what icegov signed, and the same
+client without the signer is refused by the store.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.io.fsspec import FsspecFileIO
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
@@ -27,7 +30,8 @@ from tests.conftest import RunningProxy
 from tests.support.errors import assert_error_model
 from tests.support.http import as_principal, audit_records
 from tests.support.read_tables import EU_ANALYST
-from tests.support.s3 import REGION, S3Store, embedded_on_s3, s3_server
+from tests.support.s3 import REGION, S3Store, embedded_on_s3
+from tests.support.s3_gateway import S3Gateway, gated_s3_server
 from tests.support.servers import serve
 from tests.support.settings import ADMIN, settings_for_tests
 
@@ -41,9 +45,19 @@ SIGNED = "pyiceberg.io.fsspec.FsspecFileIO"
 
 
 @pytest.fixture(scope="module")
-def store() -> Iterator[S3Store]:
-    with s3_server() as running:
+def gated() -> Iterator[tuple[S3Store, S3Gateway]]:
+    with gated_s3_server() as running:
         yield running
+
+
+@pytest.fixture(scope="module")
+def store(gated: tuple[S3Store, S3Gateway]) -> S3Store:
+    return gated[0]
+
+
+@pytest.fixture(scope="module")
+def gateway(gated: tuple[S3Store, S3Gateway]) -> S3Gateway:
+    return gated[1]
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +116,8 @@ def object_uri(store: S3Store, location: str) -> str:
 
 
 def test_a_client_without_storage_credentials_reads_through_signatures(
-        proxy: RunningProxy, store: S3Store, orders: Table) -> None:
+        proxy: RunningProxy, store: S3Store, gateway: S3Gateway, orders: Table) -> None:
+    refused = len(gateway.refused)
     assert rows(signed_client(proxy, store, ADMIN)) == [(1, "eu"), (1, "us"), (2, "eu"),
                                                         (2, "us")]
     signing = [r for r in audit_records(proxy.workdir / "audit.log")
@@ -110,6 +125,19 @@ def test_a_client_without_storage_credentials_reads_through_signatures(
     assert signing and all(r["decision"] == "allow" for r in signing)
     # reads are aggregated: far fewer records than signed requests, one per window here
     assert len(signing) == 1
+    assert gateway.refused[refused:] == []  # every request the store saw was validly signed
+
+
+def test_the_same_client_without_the_signer_is_refused_by_the_store(
+        store: S3Store, gateway: S3Gateway, orders: Table) -> None:
+    unsigned = FsspecFileIO({"s3.endpoint": store.endpoint, "s3.region": REGION,
+                             "s3.anonymous": "true"})
+    refused = len(gateway.refused)
+    with pytest.raises(PermissionError):
+        unsigned.new_input(data_files(orders)["us"]).open().read()
+    with pytest.raises(PermissionError):
+        unsigned.new_output(f"{orders.location()}/data/planted.parquet").create().write(b"x")
+    assert len(gateway.refused) > refused
 
 
 def test_the_eu_analyst_reads_exactly_its_governed_rows(

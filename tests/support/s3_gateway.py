@@ -30,6 +30,8 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest, HTTPHeaders
 from botocore.credentials import Credentials
 
+from tests.support.s3 import ACCESS_KEY, SECRET_KEY, S3Store, s3_server
+
 SKEW_SECONDS = 15 * 60
 UNSIGNED = {"UNSIGNED-PAYLOAD", "STREAMING-UNSIGNED-PAYLOAD-TRAILER"}
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
@@ -192,13 +194,21 @@ def _handler(upstream: str, verifier: Verifier, gateway: S3Gateway) -> type:
             pass
 
         def _body(self) -> bytes:
+            if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                return self._chunked()
             length = int(self.headers.get("Content-Length") or 0)
             return self.rfile.read(length) if length else b""
 
+        def _chunked(self) -> bytes:
+            parts = []
+            while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                parts.append(self.rfile.read(size))
+                self.rfile.readline()
+            while self.rfile.readline().strip():
+                pass  # trailers
+            return b"".join(parts)
+
         def _handle(self) -> None:
-            if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-                self._answer(411, {}, b"")
-                return
             body = self._body()
             headers = {name.lower(): value for name, value in self.headers.items()}
             try:
@@ -257,3 +267,12 @@ def s3_gateway(upstream: str, keys: Mapping[str, str]) -> Iterator[S3Gateway]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextlib.contextmanager
+def gated_s3_server() -> Iterator[tuple[S3Store, S3Gateway]]:
+    """moto's S3 server with the test bucket behind a gateway that enforces the test keys'
+    signatures: the store as every client must reach it (through the gateway), and the
+    gateway."""
+    with s3_server() as moto, s3_gateway(moto.endpoint, {ACCESS_KEY: SECRET_KEY}) as gateway:
+        yield S3Store(gateway.endpoint, moto.bucket), gateway
