@@ -35,13 +35,26 @@ from tests.support.s3_gateway import S3Gateway, gated_s3_server
 from tests.support.servers import serve
 from tests.support.settings import ADMIN, settings_for_tests
 
-pytest.importorskip("s3fs")  # pyiceberg's signer runs in its fsspec FileIO only
+# pyiceberg's signer runs in its fsspec FileIO only
+S3FileSystem = pytest.importorskip("s3fs").S3FileSystem
 
 WRITER = "writer:writer-secret"
 SCHEMA = Schema(NestedField(1, "id", LongType(), required=False),
                 NestedField(2, "region", StringType(), required=False))
 SPEC = PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "region"))
 SIGNED = "pyiceberg.io.fsspec.FsspecFileIO"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_s3_client_per_file_io() -> Iterator[None]:
+    """pyiceberg registers its signer on the S3 client of an s3fs filesystem that fsspec
+    shares between every FileIO with the same endpoint (in every thread), unregistering and
+    registering it again each time a thread first uses a FileIO: requests sent meanwhile go
+    out unsigned, and one principal's signer signs for another's FileIO. Without fsspec's
+    instance cache each FileIO (per thread) has its own client and signer."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(S3FileSystem, "cachable", False)
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -172,3 +185,24 @@ def test_a_writers_signed_put_outside_the_table_is_403(
               if r["endpoint"] == "sign_s3_request" and r["status"] == 403]
     assert any(e.get("signing", {}).get("decision") == "deny" for r in denied
                for e in r["evidence"])
+
+
+def test_a_writer_without_storage_credentials_appends_through_signatures(
+        proxy: RunningProxy, store: S3Store, gateway: S3Gateway, orders: Table) -> None:
+    """Data files, manifests and the manifest list are PUT with icegov's signatures; the
+    admin then reads the rows and the eu-analyst exactly its governed ones (this test runs
+    last: it adds rows to demo.orders)."""
+    refused, before = len(gateway.refused), set(store.keys("wh/demo/orders/"))
+    table = signed_client(proxy, store, WRITER).load_table("demo.orders")
+    table.append(pa.table({"id": pa.array([3, 4], pa.int64()), "region": ["eu", "us"]}))
+    assert gateway.refused[refused:] == []
+    written = set(store.keys("wh/demo/orders/")) - before
+    assert any(k.startswith("wh/demo/orders/data/") for k in written)
+    assert any(k.endswith(".avro") for k in written)  # manifests and the manifest list
+    assert rows(signed_client(proxy, store, ADMIN)) == [
+        (1, "eu"), (1, "us"), (2, "eu"), (2, "us"), (3, "eu"), (4, "us")]
+    assert rows(signed_client(proxy, store, EU_ANALYST)) == [(1, "eu"), (2, "eu"), (3, "eu")]
+    signing = [e["signing"] for r in audit_records(proxy.workdir / "audit.log")
+               if r["endpoint"] == "sign_s3_request" and r["principal"] == "writer"
+               for e in r["evidence"] if "signing" in e]
+    assert {"put"} <= {s.get("operation") for s in signing if s.get("decision") == "allow"}

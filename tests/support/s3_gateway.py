@@ -214,7 +214,7 @@ def _handler(upstream: str, verifier: Verifier, gateway: S3Gateway) -> type:
             try:
                 verifier.check(self.command, self.path, headers, body)
             except Refused as refused:
-                gateway.refused.append(f"{self.command} {self.path}: {refused.code}")
+                gateway.refused.append(f"{self.command} {self.path}: {refused.code}: {refused}")
                 self._answer(403, {"Content-Type": "application/xml"}, refusal_xml(refused))
                 return
             self._forward(body)
