@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import SignError
 from pyiceberg.io.fsspec import FsspecFileIO
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
@@ -206,3 +207,12 @@ def test_a_writer_without_storage_credentials_appends_through_signatures(
                if r["endpoint"] == "sign_s3_request" and r["principal"] == "writer"
                for e in r["evidence"] if "signing" in e]
     assert {"put"} <= {s.get("operation") for s in signing if s.get("decision") == "allow"}
+
+
+def test_the_writers_client_cannot_put_outside_the_table(
+        proxy: RunningProxy, store: S3Store, gateway: S3Gateway, orders: Table) -> None:
+    table = signed_client(proxy, store, WRITER).load_table("demo.orders")
+    outside = f"{store.warehouse}/demo/other/data/planted.parquet"
+    with pytest.raises(SignError), table.io.new_output(outside).create(overwrite=True) as out:
+        out.write(b"not a table file")
+    assert store.keys("wh/demo/other/") == []
