@@ -15,7 +15,8 @@ through a keep-alive ``requests.Session`` (what pyiceberg's ``S3V4RestSigner`` p
 fsspec FileIO (s3fs), signed (no storage credentials: every request signed by icegov; the time
 spent in pyiceberg's signer hook is summed) and credentialed (the same table metadata read with
 a FileIO holding the store's keys, signing locally), ``--scans`` times each, each arm first in
-half the turns; medians. Both arms go through the same gateway.
+half the turns; medians. Both arms go through the same gateway, with fsspec's instance cache
+off (``S3FileSystem.cachable = False``: pyiceberg's signer is not safe on a shared client).
 
 Run: ``PYTHONPATH=$PWD:<s3fs site> python benchmarks/signing.py`` (defaults: 20 files of 100,000
 rows, 500 signs, 5 scans each; ~1 min on 2 cores).
