@@ -12,6 +12,7 @@ client without the signer is refused by the store.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -216,3 +217,21 @@ def test_the_writers_client_cannot_put_outside_the_table(
     with pytest.raises(SignError), table.io.new_output(outside).create(overwrite=True) as out:
         out.write(b"not a table file")
     assert store.keys("wh/demo/other/") == []
+
+
+def test_a_multipart_upload_goes_through_signatures(
+        proxy: RunningProxy, store: S3Store, gateway: S3Gateway, orders: Table) -> None:
+    """s3fs uploads a file larger than its block in parts (CreateMultipartUpload, UploadPart,
+    CompleteMultipartUpload): each signed by icegov for the writer, under the table."""
+    table = signed_client(proxy, store, WRITER).load_table("demo.orders")
+    refused = len(gateway.refused)
+    body = os.urandom(11 * 2**20)
+    location = f"{orders.location()}/data/multipart.bin"
+    filesystem = table.io.get_fs("s3")  # type: ignore[attr-defined]
+    with filesystem.open(location.removeprefix("s3://"), "wb", block_size=5 * 2**20) as out:
+        out.write(body)
+    assert gateway.refused[refused:] == []
+    assert table.io.new_input(location).open().read() == body
+    operations = {e["signing"].get("operation") for r in audit_records(proxy.workdir / "audit.log")
+                  if r["principal"] == "writer" for e in r["evidence"] if "signing" in e}
+    assert {"create-upload", "upload-part", "complete-upload"} <= operations
