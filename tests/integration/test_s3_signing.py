@@ -235,3 +235,15 @@ def test_a_multipart_upload_goes_through_signatures(
     operations = {e["signing"].get("operation") for r in audit_records(proxy.workdir / "audit.log")
                   if r["principal"] == "writer" for e in r["evidence"] if "signing" in e}
     assert {"create-upload", "upload-part", "complete-upload"} <= operations
+
+
+def test_a_signed_put_never_replaces_an_existing_object(
+        proxy: RunningProxy, store: S3Store, gateway: S3Gateway, orders: Table) -> None:
+    table = signed_client(proxy, store, WRITER).load_table("demo.orders")
+    existing = data_files(orders)["eu"]
+    before = table.io.new_input(existing).open().read()
+    # icegov signs every PUT with If-None-Match: * — the store answers 412, s3fs raises
+    with pytest.raises(FileExistsError, match="pre-conditions"), \
+            table.io.new_output(existing).create(overwrite=True) as out:
+        out.write(b"overwritten")
+    assert table.io.new_input(existing).open().read() == before
