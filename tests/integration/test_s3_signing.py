@@ -6,8 +6,10 @@ enforces authentication: a request without a valid SigV4 signature made with the
 is refused (403) before it reaches moto. icegov serves its embedded catalog on it with
 ``ICEGOV__SIGNING__ENABLED`` and signs with its own ``file_io`` keys. The clients are pyiceberg
 with the fsspec FileIO (s3fs) and *no* storage credentials: every request they send carries
-icegov's signature (``S3V4RestSigner``), so what they read is what icegov signed, and the same
-client without the signer is refused by the store.
+icegov's signature (``S3V4RestSigner``), so what they read and write is what icegov signed
+(reads, an append, a multipart upload), and the same client without the signer is refused by
+the store. The tests turn fsspec's instance cache off: pyiceberg's signer is not safe on an S3
+client shared between FileIOs (``one_s3_client_per_file_io``).
 """
 
 from __future__ import annotations
@@ -192,8 +194,8 @@ def test_a_writers_signed_put_outside_the_table_is_403(
 def test_a_writer_without_storage_credentials_appends_through_signatures(
         proxy: RunningProxy, store: S3Store, gateway: S3Gateway, orders: Table) -> None:
     """Data files, manifests and the manifest list are PUT with icegov's signatures; the
-    admin then reads the rows and the eu-analyst exactly its governed ones (this test runs
-    last: it adds rows to demo.orders)."""
+    admin then reads the rows and the eu-analyst exactly its governed ones (it adds rows to
+    demo.orders: the reads above expect the original ones)."""
     refused, before = len(gateway.refused), set(store.keys("wh/demo/orders/"))
     table = signed_client(proxy, store, WRITER).load_table("demo.orders")
     table.append(pa.table({"id": pa.array([3, 4], pa.int64()), "region": ["eu", "us"]}))
