@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import ForbiddenError
 
@@ -18,6 +21,7 @@ from proxy.app import create_app
 from proxy.audit import AuditSettings
 from proxy.audit.ocsf import NotARecord, to_ocsf
 from proxy.audit.verify import Intact, verify
+from proxy.cli import main
 from proxy.policy.loader import read_files
 from tests.support.ocsf import ocsf_errors
 from tests.support.servers import serve
@@ -151,3 +155,58 @@ def test_the_validation_is_strict(written: Path) -> None:
     assert ocsf_errors({**event, "decision": "allow"})
     assert ocsf_errors({**event, "action_id": 7})
     assert ocsf_errors({k: v for k, v in event.items() if k != "actor"})
+
+
+def test_the_export_writes_security_lake_partitions_pyarrow_reads_back(
+        written: Path, tmp_path: Path) -> None:
+    out = tmp_path / "lake"
+    answer = CliRunner().invoke(main, ["audit", "export-ocsf", str(written / "audit.log"),
+                                       "--out", str(out), "--region", "eu-west-1",
+                                       "--account-id", "123456789012"])
+    assert answer.exit_code == 0, answer.output
+    records = lines(written / "audit.log")
+    files = [Path(line) for line in answer.output.splitlines()]
+    day = datetime.fromisoformat(records[0]["time"]).astimezone(UTC).strftime("%Y%m%d")
+    assert {f.parent.relative_to(out).as_posix() for f in files} >= {
+        f"datastore_activity/region=eu-west-1/accountId=123456789012/eventDay={day}",
+        f"api_activity/region=eu-west-1/accountId=123456789012/eventDay={day}"}
+    back = pq.read_table(out / "datastore_activity").to_pylist()
+    back += pq.read_table(out / "api_activity").to_pylist()
+    assert len(back) == len(records)
+    by_hash = {row["metadata"]["uid"]: row for row in back}
+    for record in records:
+        row = by_hash[record["hash"]]
+        assert row["region"] == "eu-west-1" and str(row["accountId"]) == "123456789012"
+        event = {k: v for k, v in _without_nulls(row).items()
+                 if k not in ("region", "accountId", "eventDay")}
+        event["unmapped"] = json.loads(event["unmapped"])
+        expected = to_ocsf(record)
+        assert event["unmapped"] == expected["unmapped"]
+        assert _but_unmapped(event) == _without_nulls(_but_unmapped(expected))
+        assert ocsf_errors(event) == []
+
+
+def _but_unmapped(event: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in event.items() if k != "unmapped"}
+
+
+def _without_nulls(value: Any) -> Any:
+    """What the event says, with the nulls a Parquet column gives for absent fields dropped."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+def test_the_export_refuses_a_line_that_is_no_record_and_writes_nothing(
+        written: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "audit.log"
+    bad.write_text((written / "audit.log").read_text() + '{"not": "a record"}\n')
+    answer = CliRunner().invoke(main, ["audit", "export-ocsf", str(bad),
+                                       "--out", str(tmp_path / "lake")])
+    assert answer.exit_code == 2 and "audit.log:" in answer.output
+    assert not (tmp_path / "lake").exists()
+    answer = CliRunner().invoke(main, ["audit", "export-ocsf", str(written / "audit.log"),
+                                       "--out", str(tmp_path / "lake"), "--region", "../x"])
+    assert answer.exit_code == 2 and not (tmp_path / "lake").exists()
