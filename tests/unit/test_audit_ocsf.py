@@ -22,7 +22,9 @@ from proxy.audit import AuditSettings
 from proxy.audit.ocsf import NotARecord, to_ocsf
 from proxy.audit.verify import Intact, verify
 from proxy.cli import main
+from proxy.ops.workers import for_worker
 from proxy.policy.loader import read_files
+from proxy.settings import load_settings
 from tests.support.ocsf import ocsf_errors
 from tests.support.servers import serve
 from tests.support.settings import ADMIN, POLICIES, settings_for_tests
@@ -210,3 +212,10 @@ def test_the_export_refuses_a_line_that_is_no_record_and_writes_nothing(
     answer = CliRunner().invoke(main, ["audit", "export-ocsf", str(written / "audit.log"),
                                        "--out", str(tmp_path / "lake"), "--region", "../x"])
     assert answer.exit_code == 2 and not (tmp_path / "lake").exists()
+
+
+def test_each_worker_writes_its_own_ocsf_file(tmp_path: Path) -> None:
+    settings = load_settings(audit={"file": str(tmp_path / "audit.log"),
+                                    "ocsf_file": str(tmp_path / "audit.ocsf.jsonl")})
+    assert for_worker(settings, 2, tmp_path).audit.ocsf_file == tmp_path / "audit.ocsf.w2.jsonl"
+    assert for_worker(load_settings(audit={"file": None}), 2, tmp_path).audit.ocsf_file is None
