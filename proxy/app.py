@@ -104,7 +104,7 @@ def create_app(settings: Settings, backing: Backing | None = None,
     identity.authenticator.reserve(authorizer.is_role)  # an OIDC user is never a policy role
     backing = backing or connect_backing(settings)
     forwarder = _forwarder(settings, backing, metrics)
-    audit = AuditLog(settings.audit)
+    audit = AuditLog(settings.audit, policy_version=lambda: authorizer.status.digest)
     offers = BackingOffers(forwarder.fetch, settings.endpoints_refresh_seconds)
     idempotency = open_idempotency(settings)
     views = ReadViews(authorizer, settings.planning.mask_capable_clients,

@@ -4,6 +4,9 @@
 hash), ``files`` how the file sink rotates and resumes, ``log`` how records are written (and
 when mutating requests are refused because they cannot be), ``verify`` how a stream is checked
 (``icegov audit verify``) and ``anchors`` how records known from elsewhere pin it.
+``ocsf`` gives a record as an OCSF event, ``ocsf_sink`` writes those events beside the chain
+(``ICEGOV__AUDIT__OCSF_FILE``) and ``ocsf_export`` writes audit files as OCSF Parquet for
+Security Lake (``icegov audit export-ocsf``).
 The record's JSON Schema ships as ``record-v2.schema.json``.
 
 Room: it also owns the notes a record keeps of what a request asks for beyond its rights

@@ -8,6 +8,7 @@ import click
 
 from proxy.audit.anchors import parse_anchor
 from proxy.audit.chain import Link
+from proxy.audit.ocsf_export import ExportError, export_ocsf
 from proxy.audit.verify import Broken, NeedsKey, verify
 
 
@@ -79,3 +80,34 @@ def verify_command(files: tuple[Path, ...], key: str | None, anchors: tuple[Link
         click.echo(f"audit chain broken: {result}")
         raise SystemExit(1)
     click.echo(str(result))
+
+
+@audit.command(name="export-ocsf")
+@click.argument("files", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Root folder: one sub-folder per OCSF class, each a Security Lake source.")
+@click.option("--region", default="local", show_default=True,
+              help="The region partition (region=…): the AWS region of the Security Lake.")
+@click.option("--account-id", default="000000000000", show_default=True,
+              help="The account partition (accountId=…): the source's AWS account id.")
+@click.option("--policy-version", default=None, metavar="DIGEST",
+              help="The policy files' digest to give as every event's policy version.")
+def export_ocsf_command(files: tuple[Path, ...], out: Path, region: str, account_id: str,
+                        policy_version: str | None) -> None:
+    """Write the records of FILES as OCSF Parquet under OUT, partitioned as Amazon Security
+    Lake expects: OUT/<class>/region=R/accountId=A/eventDay=YYYYMMDD/*.parquet.
+
+    Verify the files first (`icegov audit verify`): the export checks no chain. Exit 0 listing
+    the files written; 2 when a line is not an audit record (nothing is written then).
+    """
+    try:
+        written = export_ocsf(files, out, region, account_id, policy_version)
+    except ExportError as exc:
+        raise Unreadable(str(exc)) from None
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise Unreadable(f"cannot read {where}{exc.strerror or type(exc).__name__}") \
+            from None
+    for path in written:
+        click.echo(str(path))

@@ -18,7 +18,7 @@ import contextlib
 import fcntl
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -26,6 +26,7 @@ import structlog
 
 from proxy.audit.chain import START, Chain
 from proxy.audit.files import AuditFile
+from proxy.audit.ocsf_sink import OcsfFile
 from proxy.audit.record import AuditRecord
 from proxy.audit.settings import AuditSettings
 from proxy.errors import IcebergError
@@ -112,11 +113,15 @@ def is_mutating(method: str, endpoint: str) -> bool:
 class AuditLog:
     """Writes each audit record, sealed into the hash chain, to every sink."""
 
-    def __init__(self, settings: AuditSettings, sinks: list[Sink] | None = None) -> None:
+    def __init__(self, settings: AuditSettings, sinks: list[Sink] | None = None,
+                 policy_version: Callable[[], str | None] | None = None) -> None:
+        """``policy_version`` (the policy files' digest in force) versions the OCSF events'
+        policy, when ``settings.ocsf_file`` asks for them."""
         self.fail_closed = settings.fail_closed
         self.failures = 0
         self._healthy = True
-        self._sinks: list[Sink] = sinks if sinks is not None else _sinks(settings)
+        self._sinks: list[Sink] = (sinks if sinks is not None
+                                   else _sinks(settings, policy_version))
         files = [s for s in self._sinks if isinstance(s, AuditFile)]
         last = files[0].last_link() if files else None
         self._chain = Chain(settings.key_bytes(), last or START, settings.writer)
@@ -201,10 +206,13 @@ class AuditLog:
         return True
 
 
-def _sinks(settings: AuditSettings) -> list[Sink]:
+def _sinks(settings: AuditSettings,
+           policy_version: Callable[[], str | None] | None) -> list[Sink]:
     sinks: list[Sink] = []
     if settings.file is not None:
         sinks.append(AuditFile(settings.file, settings.rotate_bytes, settings.rotate_seconds))
     if settings.stdout:
         sinks.append(StreamSink(sys.stdout, shared_by=settings.stdout_lock))
+    if settings.ocsf_file is not None:
+        sinks.append(OcsfFile(settings.ocsf_file, policy_version))
     return sinks

@@ -31,6 +31,10 @@ class AuditSettings(BaseModel):
         default=None, description="Set by `icegov serve --workers`: a lock file the workers "
                                   "hold while each writes a record to the stdout they share, "
                                   "so no record is split by another's.")
+    ocsf_file: Path | None = Field(
+        default=None, description="Also append every record, as an OCSF 1.8.0 event (6005 "
+                                  "Datastore Activity / 6003 API Activity, security_control "
+                                  "profile), to this file (proxy/audit/README.md).")
     fail_closed: bool = Field(
         default=False, description="Refuse mutating requests (503) while the last audit write "
                                    "failed.")

@@ -130,4 +130,6 @@ def for_worker(settings: Settings, index: int, runtime: Path) -> Settings:
     update: dict[str, object] = {"writer": writer, "stdout_lock": runtime / "stdout.lock"}
     if audit.file is not None:
         update["file"] = worker_audit_file(audit.file, index)
+    if audit.ocsf_file is not None:  # OCSF events: one file per worker, as for the chain
+        update["ocsf_file"] = worker_audit_file(audit.ocsf_file, index)
     return settings.model_copy(update={"audit": audit.model_copy(update=update)})

@@ -1,0 +1,47 @@
+"""The OCSF sink (``ICEGOV__AUDIT__OCSF_FILE``): every sealed record, as an OCSF event, one JSON
+line each, appended to a file beside the audit stream.
+
+The file is a copy for SIEMs, not the chain: ``icegov audit verify`` checks the audit file, and
+each OCSF event carries its record's ``seq``, ``prev`` and ``hash`` (``unmapped.icegov``,
+``metadata.sequence``/``uid``) so it can be matched to the verified record. It is not rotated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from proxy.audit.ocsf import NotARecord, to_ocsf
+
+
+class OcsfFile:
+    """Appends each sealed line's OCSF event to ``path`` (one flushed line per record).
+    ``policy_version`` answers the digest of the policy files in force when it is written."""
+
+    def __init__(self, path: Path, policy_version: Callable[[], str | None] | None = None) -> None:
+        self._path = path
+        self._policy_version = policy_version or (lambda: None)
+        self._fd: int | None = None
+
+    @property
+    def name(self) -> str:
+        return f"ocsf:{self._path}"
+
+    def write(self, line: str, seq: int) -> None:
+        try:
+            event = to_ocsf(json.loads(line), self._policy_version())
+        except (NotARecord, ValueError) as exc:  # never for a line icegov sealed
+            raise OSError(f"record {seq} has no OCSF form: {exc}") from exc
+        data = (json.dumps(event, separators=(",", ":"), sort_keys=True) + "\n").encode()
+        if self._fd is None:
+            self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        written = 0
+        while written < len(data):
+            written += os.write(self._fd, data[written:])
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
