@@ -48,6 +48,10 @@ class AuditSettings(BaseModel):
     digest_every_seconds: float | None = Field(
         default=60.0, gt=0, description="Write a digest at the first record this long after "
                                         "the last digest.")
+    policy_records: bool = Field(
+        default=False, description="Write the policy files' digest (before/after, owner, mtime) "
+                                   "as an audit record at start-up and every reload "
+                                   "(proxy/policy/changes.py).")
     # --- end signed digests ---
 
     def key_bytes(self) -> bytes | None:
