@@ -3,7 +3,10 @@
 ``record`` says what one record holds, ``chain`` how records are linked and sealed (seq, prev,
 hash), ``files`` how the file sink rotates and resumes, ``log`` how records are written (and
 when mutating requests are refused because they cannot be), ``verify`` how a stream is checked
-(``icegov audit verify``) and ``anchors`` how records known from elsewhere pin it.
+(``icegov audit verify``) and ``anchors`` how records known from elsewhere pin it. ``digests``
+writes signed digests of the files (Ed25519 keys: ``signing``) and ``proofs`` checks files
+against them with the public key alone (``icegov audit verify --public-key``,
+``verify_digests``).
 The record's JSON Schema ships as ``record-v2.schema.json``.
 
 Room: it also owns the notes a record keeps of what a request asks for beyond its rights
