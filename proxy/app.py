@@ -55,6 +55,7 @@ from proxy.planning.planner import Planner
 from proxy.plans.read_context import TableReader
 from proxy.plans.service import PlanService
 from proxy.policy import PolicyAuthorizer
+from proxy.policy.changes import audited
 from proxy.reads.read_views import ReadViews
 from proxy.routes import RouteTable
 from proxy.settings import Settings
@@ -105,6 +106,8 @@ def create_app(settings: Settings, backing: Backing | None = None,
     backing = backing or connect_backing(settings)
     forwarder = _forwarder(settings, backing, metrics)
     audit = AuditLog(settings.audit, policy_version=lambda: authorizer.status.digest)
+    if settings.audit.policy_records:  # the policy's digest now and at each reload, audited
+        authorizer.on_change(audited(audit))
     offers = BackingOffers(forwarder.fetch, settings.endpoints_refresh_seconds)
     idempotency = open_idempotency(settings)
     views = ReadViews(authorizer, settings.planning.mask_capable_clients,

@@ -6,7 +6,9 @@ when mutating requests are refused because they cannot be), ``verify`` how a str
 (``icegov audit verify``) and ``anchors`` how records known from elsewhere pin it.
 ``ocsf`` gives a record as an OCSF event, ``ocsf_sink`` writes those events beside the chain
 (``ICEGOV__AUDIT__OCSF_FILE``) and ``ocsf_export`` writes audit files as OCSF Parquet for
-Security Lake (``icegov audit export-ocsf``).
+Security Lake (``icegov audit export-ocsf``). ``digests`` writes signed digests of the files
+(Ed25519 keys: ``signing``) and ``proofs`` checks files against them with the public key alone
+(``icegov audit verify --public-key``, ``verify_digests``).
 The record's JSON Schema ships as ``record-v2.schema.json``.
 
 Room: it also owns the notes a record keeps of what a request asks for beyond its rights

@@ -10,6 +10,7 @@ from proxy.audit.anchors import parse_anchor
 from proxy.audit.chain import Link
 from proxy.audit.ocsf_export import ExportError, export_ocsf
 from proxy.audit.verify import Broken, NeedsKey, verify
+from proxy.audit.verify_digests import keygen_command, verify_with_digests
 
 
 class Unreadable(click.ClickException):
@@ -54,19 +55,29 @@ def audit() -> None:
 @click.option("--writer", default=None, metavar="wN",
               help="Check only this worker's chain (records with \"writer\": \"wN\") in a "
                    "stream several `icegov serve --workers` workers wrote, e.g. their stdout.")
+@click.option("--public-key", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="Check the files against their signed digests with this "
+                                 "Ed25519 public key (no secret needed).")
+@click.option("--digests", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="The digest file (default: <live file>.digests).")
 @click.option("--require-hmac", is_flag=True,
               help="Fail on any record not sealed with HMAC (and, as always, on HMAC records "
                    "without the key).")
 def verify_command(files: tuple[Path, ...], key: str | None, anchors: tuple[Link, ...],
-                   expect_last: Link | None, require_hmac: bool, writer: str | None) -> None:
+                   expect_last: Link | None, require_hmac: bool, writer: str | None,
+                   public_key: Path | None, digests: Path | None) -> None:
     """Check FILES, in order, as one chain: every line's bytes, hash, seq and link.
 
     Give rotated files oldest first, then the live file (`audit.log.* audit.log` sorts so).
     Exit 0 with a summary (which seal was checked, and the last record as SEQ:HASH to keep as
     the next anchor) when the chain is intact and holds every anchor; 1 naming the first bad
     record (file:line) and what is wrong with it; 2 when the files cannot be checked
-    (unreadable, key missing, a malformed anchor).
+    (unreadable, key missing, a malformed anchor). With --public-key, the signed digests are
+    checked instead (see proxy/audit/README.md, "Signed digests").
     """
+    if public_key is not None:
+        verify_with_digests(files, public_key, digests, key)
+        return
     try:
         result = verify(files, key.encode("utf-8") if key else None, anchors=anchors,
                         expect_last=expect_last, require_hmac=require_hmac, writer=writer)
@@ -111,3 +122,6 @@ def export_ocsf_command(files: tuple[Path, ...], out: Path, region: str, account
             from None
     for path in written:
         click.echo(str(path))
+
+
+audit.add_command(keygen_command)

@@ -95,6 +95,7 @@ class AuditFile:
         self._opened_at = 0.0
         self._first_seq: int | None = None
         self.resumed_from: Path | None = None
+        self.on_rotate: Callable[[], object] | None = None  # called once a rotation is done
         path.parent.mkdir(parents=True, exist_ok=True)
         self._hold_lock()
         self._set_legacy_aside()
@@ -217,6 +218,8 @@ class AuditFile:
         os.rename(self.path, target)
         log.info("audit.rotated", file=str(target))
         self._open()
+        if self.on_rotate is not None:
+            self.on_rotate()
 
     def _abandon_partial(self) -> None:
         """After a failed write: cut the file back to its last whole line when possible and

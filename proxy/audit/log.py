@@ -25,10 +25,12 @@ from typing import IO, Protocol
 import structlog
 
 from proxy.audit.chain import START, Chain
+from proxy.audit.digests import DigestWriter, digest_path_for
 from proxy.audit.files import AuditFile
 from proxy.audit.ocsf_sink import OcsfFile
 from proxy.audit.record import AuditRecord
 from proxy.audit.settings import AuditSettings
+from proxy.audit.signing import load_private
 from proxy.errors import IcebergError
 from proxy.routes import PLANNING, SIGNING
 
@@ -127,6 +129,7 @@ class AuditLog:
         self._chain = Chain(settings.key_bytes(), last or START, settings.writer)
         self._lock = threading.Lock()
         self._closed = False
+        self._digests = _digests(settings, files[0] if files else None)
         if self._sinks:
             resumed_from = files[0].resumed_from if files else None
             log.info("audit.resumed", seq=self._chain.last.seq, hash=self._chain.last.hash,
@@ -169,6 +172,8 @@ class AuditLog:
             line, seq = self._chain.seal(event)
             written = [self._write_to(sink, line, seq) for sink in self._sinks]
             self._healthy = all(written)
+            if self._digests is not None:
+                self._digests.after_write()
 
     def _reopen(self) -> None:
         """A write after close: the file sink is reopened and the chain continues from where the
@@ -191,6 +196,8 @@ class AuditLog:
             self._closed = True
             if self._sinks:
                 log.info("audit.closed", seq=self._chain.last.seq, hash=self._chain.last.hash)
+            if self._digests is not None:
+                self._digests.write("shutdown")
             for sink in self._sinks:
                 with contextlib.suppress(OSError):
                     sink.close()
@@ -204,6 +211,19 @@ class AuditLog:
                       error_type=type(exc).__name__, errno=exc.errno)
             return False
         return True
+
+
+def _digests(settings: AuditSettings, file: AuditFile | None) -> DigestWriter | None:
+    """Signed digests of the audit file when a signing key is set (fails here, before serving,
+    when the key cannot be read); the first one is written now, the next at each rotation."""
+    if settings.signing_key is None or file is None:
+        return None
+    writer = DigestWriter(file.path, load_private(settings.signing_key),
+                          settings.digest_file or digest_path_for(file.path),
+                          settings.digest_every_records, settings.digest_every_seconds)
+    file.on_rotate = lambda: writer.write("rotation")
+    writer.write("start")
+    return writer
 
 
 def _sinks(settings: AuditSettings,

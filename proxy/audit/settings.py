@@ -39,6 +39,25 @@ class AuditSettings(BaseModel):
         default=False, description="Refuse mutating requests (503) while the last audit write "
                                    "failed.")
 
+    # --- signed digests (proxy/audit/digests.py) ---
+    signing_key: Path | None = Field(
+        default=None, description="An Ed25519 private key (PKCS#8 PEM, `icegov audit keygen`): "
+                                  "with `file`, icegov writes signed digests of the audit files "
+                                  "(at start, rotation, shutdown and periodically) that "
+                                  "`icegov audit verify --public-key` checks without any secret.")
+    digest_file: Path | None = Field(
+        default=None, description="Where the signed digests go (default `<file>.digests`).")
+    digest_every_records: int | None = Field(
+        default=1000, gt=0, description="Write a digest after this many records.")
+    digest_every_seconds: float | None = Field(
+        default=60.0, gt=0, description="Write a digest at the first record this long after "
+                                        "the last digest.")
+    policy_records: bool = Field(
+        default=False, description="Write the policy files' digest (before/after, owner, mtime) "
+                                   "as an audit record at start-up and every reload "
+                                   "(proxy/policy/changes.py).")
+    # --- end signed digests ---
+
     def key_bytes(self) -> bytes | None:
         """The HMAC key as bytes, or None for plain SHA-256 hashes."""
         return self.hmac_key.get_secret_value().encode("utf-8") if self.hmac_key else None

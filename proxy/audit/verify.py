@@ -100,13 +100,15 @@ def _lines(paths: Sequence[Path]) -> Iterator[_Line]:
 
 def verify(paths: Sequence[Path], key: bytes | None = None, *, anchors: Sequence[Link] = (),
            expect_last: Link | None = None, require_hmac: bool = False,
-           writer: str | None = None) -> Intact | Broken:
+           writer: str | None = None, unkeyed: bool = False) -> Intact | Broken:
     """Check the chain across ``paths`` (in order); raises ``NeedsKey`` and ``OSError``.
 
     ``anchors``: records the chain must hold with exactly that hash; ``expect_last``: the record
     the chain must end with (nothing cut after it, nothing added); ``require_hmac``: a record
     not sealed with HMAC is broken; ``writer``: check only that worker's chain in a stream
-    several workers wrote (without it, a second writer's record is named as interleaved)."""
+    several workers wrote (without it, a second writer's record is named as interleaved);
+    ``unkeyed``: HMAC-sealed records without the key are checked for links and form only (their
+    bytes are proven by signed digests instead, ``proofs``)."""
     lines = _lines(paths)
     pinned = Anchors(anchors, expect_last)
     last: Link | None = None
@@ -123,7 +125,7 @@ def verify(paths: Sequence[Path], key: bytes | None = None, *, anchors: Sequence
         if (other := writers.interleaved(line, record)) is not None:
             return other
         crossed = last_line.file if last_line and last_line.file != line.file else None
-        problem = (_sealing(line, record, key, require_hmac)
+        problem = (_sealing(line, record, key, require_hmac, unkeyed)
                    or _linking(line, record, last, crossed, lines, writers)
                    or _form(line, record)
                    or _where(line, record["seq"], pinned.check(record["seq"], record["hash"])))
@@ -201,10 +203,12 @@ def _parse(line: _Line) -> dict[str, Any] | Broken:
 
 
 def _sealing(line: _Line, record: dict[str, Any], key: bytes | None,
-             require_hmac: bool) -> Broken | None:
+             require_hmac: bool, unkeyed: bool = False) -> Broken | None:
     mac = record.get("mac")
     if mac is not None and mac != HMAC_SHA256:
         return Broken(line.file, line.number, record["seq"], f"unknown mac {mac!r}")
+    if mac == HMAC_SHA256 and key is None and unkeyed:
+        return None
     if mac == HMAC_SHA256 and key is None:
         raise NeedsKey("the records are sealed with HMAC-SHA256: give the key")
     if mac is None and (key is not None or require_hmac):

@@ -23,6 +23,7 @@ import structlog
 from proxy.governance import Action, Decision, Principal
 from proxy.ops.stablefiles import FileChanging
 from proxy.policy import decisions
+from proxy.policy.changes import PolicyChange, PolicyListener
 from proxy.policy.loader import CompiledPolicy, compile_files, load, read_files
 from proxy.policy.rules import PolicyError
 from proxy.policy.settings import PolicySettings
@@ -96,6 +97,7 @@ class PolicyAuthorizer:
         self._reload_lock = threading.Lock()
         self._failed: str | None = None  # the last failure reported, to warn once per failure
         self.reload_failures = 0  # failed reloads (each distinct failure once) since start-up
+        self._listeners: list[PolicyListener] = []
 
     @classmethod
     def from_settings(cls, settings: PolicySettings) -> PolicyAuthorizer:
@@ -175,6 +177,22 @@ class PolicyAuthorizer:
         info = self._generation.decide.cache_info()
         return {"hits": info.hits, "misses": info.misses, "size": info.currsize}
 
+    def on_change(self, listener: PolicyListener) -> None:
+        """Call ``listener`` now with the policy in force (``before`` None) and after every
+        reload that installs a new one (e.g. ``proxy.policy.changes.audited``)."""
+        with self._reload_lock:
+            self._listeners.append(listener)
+            self._tell(None)
+
+    def _tell(self, before: str | None) -> None:
+        change = PolicyChange(self._status.generation, before, self._status.digest,
+                              (self._settings.model_path, self._settings.policy_path))
+        for listener in self._listeners:
+            try:
+                listener(change)
+            except Exception as exc:  # a listener must not undo a reload
+                log.exception("policy.listener_failed", error=str(exc))
+
     def reload_if_changed(self) -> bool:
         """Load the files if their contents changed; True if a new policy is now in force."""
         with self._reload_lock:
@@ -197,12 +215,14 @@ class PolicyAuthorizer:
         return True
 
     def _install(self, policy: CompiledPolicy) -> None:
+        before = self._status.digest
         generation = self._status.generation + 1
         self._generation = _Generation(policy, self._settings.decision_cache_size, generation)
         self._status = _status_for(policy, generation)
         self._failed = None
         log.info("policy.reloaded", generation=generation, rules=self._status.rules,
                  grants=self._status.grants, digest=self._status.digest[:12])
+        self._tell(before)
 
     def _record_error(self, message: str) -> None:
         if message != self._failed:
