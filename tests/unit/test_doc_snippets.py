@@ -64,6 +64,11 @@ LISTED: dict[tuple[str, str], str] = {
         "the grammar of a rule line, with placeholders, not a rule",
     ("proxy/audit/README.md", "ok: 1200 records"):
         "sample output of `icegov audit verify` (the commands above it are run)",
+    ("proxy/audit/README.md", "icegov audit keygen"):
+        "a key pair, a serving icegov and a verify of the files it wrote: the same steps are "
+        "run by tests/unit/test_audit_digests.py",
+    ("proxy/audit/README.md", "ok: 11 signed digest"):
+        "sample output of `icegov audit verify --public-key`",
     ("deploy/README.md", "docker build"):
         "needs a container engine (the Dockerfile is checked by tests/unit/test_deploy.py)",
     ("deploy/README.md", "export ICEGOV_SIGNING_KEY"):
