@@ -95,8 +95,11 @@ class Query:
     def run(self, lines: Iterable[bytes]) -> Iterator[Record]:
         """The matching records of ``lines``, in order."""
         needles = self._needles()
+        window = _canonical(self.since), _canonical(self.until)
         for line in lines:
             if not all(any(n in line for n in group) for group in needles):
+                continue
+            if window != (None, None) and _outside(line, *window):
                 continue
             try:
                 record = json.loads(line)
@@ -107,6 +110,32 @@ class Query:
                 yield record
             elif not isinstance(record, dict):
                 self.skipped += 1
+
+
+_TIME = b'"time":"'
+_TIME_SIZE = len("2026-11-27T15:29:00.123+00:00")
+
+
+def _canonical(moment: datetime | None) -> bytes | None:
+    """A bound in the text form records carry (UTC, milliseconds): such texts sort as times."""
+    if moment is None:
+        return None
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").encode("ascii")
+
+
+def _outside(line: bytes, since: bytes | None, until: bytes | None) -> bool:
+    """True only when the line's ``time`` is in the canonical form and outside the window;
+    anything else is left to the parsed check. The last ``"time":"`` is the record's own: keys
+    are sorted, no top-level object follows ``time``, and a string cannot hold an unescaped
+    quote."""
+    at = line.rfind(_TIME)
+    if at < 0:
+        return False
+    start = at + len(_TIME)
+    text = line[start:start + _TIME_SIZE]
+    if not text.endswith(b"+00:00") or line[start + _TIME_SIZE:start + _TIME_SIZE + 1] != b'"':
+        return False
+    return (since is not None and text < since) or (until is not None and text >= until)
 
 
 TABLE_COLUMNS = ("time", "request_id", "principal", "decision", "status", "actions",
