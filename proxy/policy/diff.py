@@ -78,18 +78,19 @@ def diff_policies(old: CompiledPolicy, new: CompiledPolicy,
     changed = [new_lines[k] for k in added] + [old_lines[k] for k in removed]
     touched = frozenset(_subject(item) for item in changed)
     universe = _Universe(old, new)
-    acting_as: dict[str, list[Candidate]] = defaultdict(list)
-    for candidate in among:
+    people = list(among)
+    acting_as: dict[str, list[int]] = defaultdict(list)
+    for number, candidate in enumerate(people):
         for subject in _acting(old, candidate) | _acting(new, candidate):
-            acting_as[subject].append(candidate)
-    checks: dict[tuple[Candidate, Parts], set[Action]] = defaultdict(set)
+            acting_as[subject].append(number)
+    checks: dict[tuple[int, Parts], set[Action]] = defaultdict(set)
     for item in changed:
         affected = acting_as.get(_subject(item), ())
         if affected:
             for parts, actions in universe.reached_by(item, old, new):
-                for candidate in affected:
-                    checks[(candidate, parts)] |= actions
-    changes = sorted(_without_beneath(list(_decided_apart(old, new, checks))))
+                for number in affected:
+                    checks[(number, parts)] |= actions
+    changes = sorted(_without_beneath(list(_decided_apart(old, new, people, checks))))
     return PolicyDiff(tuple(changes), tuple(sorted(new_lines[k].text for k in added)),
                       tuple(sorted(old_lines[k].text for k in removed)), touched)
 
@@ -149,26 +150,25 @@ class _Universe:
                         yield from self.reached_by(rule)
 
 
-def _decided_apart(old: CompiledPolicy, new: CompiledPolicy,
-                   checks: dict[tuple[Candidate, Parts], set[Action]]
+def _decided_apart(old: CompiledPolicy, new: CompiledPolicy, people: list[Candidate],
+                   checks: dict[tuple[int, Parts], set[Action]]
                    ) -> Iterator[tuple[Parts, GrantChange]]:
-    subjects: dict[tuple[int, Candidate], tuple[str, ...]] = {}
-
-    def ruled(n: int, policy: CompiledPolicy, candidate: Candidate) -> tuple[str, ...]:
-        key = (n, candidate)
-        if key not in subjects:
-            who = candidate.principal
-            subjects[key] = policy.index.ruled(policy.index.subjects(who.name, who.roles))
-        return subjects[key]
-
-    for (candidate, parts), actions in checks.items():
-        for action in sorted(actions):
-            before = old.index.decide(ruled(0, old, candidate), action, parts)
-            after = new.index.decide(ruled(1, new, candidate), action, parts)
-            was, now = _allows(before), _allows(after)
-            if was != now:
+    subjects: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    old_decide, new_decide = old.index.decide, new.index.decide
+    for (number, parts), actions in checks.items():
+        if number not in subjects:
+            who = people[number].principal
+            subjects[number] = (old.index.ruled(old.index.subjects(who.name, who.roles)),
+                                new.index.ruled(new.index.subjects(who.name, who.roles)))
+        before_subjects, after_subjects = subjects[number]
+        for action in actions:
+            before = old_decide(before_subjects, action, parts)
+            after = new_decide(after_subjects, action, parts)
+            if _allows(before) != _allows(after):
+                candidate = people[number]
                 yield parts, GrantChange(candidate.principal.name, candidate.kind, str(action),
-                                         resource_text(parts), now, _text(before), _text(after))
+                                         resource_text(parts), _allows(after), _text(before),
+                                         _text(after))
 
 
 def _without_beneath(found: list[tuple[Parts, GrantChange]]) -> Iterator[GrantChange]:

@@ -2,9 +2,12 @@
 
 Each (action, resource) decision of each record is decided by the old and the new policy
 (``RuleIndex.decide``); it flips when the two disagree. Only a record whose caller acts, in either
-policy, as a subject of a changed line can flip, so a line is parsed only when its bytes name
-one of those callers or roles (``proxy.audit.query.needle``); decisions are remembered per
-(principal, roles, action, resource), so a million records cost far fewer decisions.
+policy, as a subject of a changed line can flip, so a line is parsed only when its caller or a
+role of the caller is one of those names. The caller is read from the line's bytes first: the
+last ``"principal":`` and ``"roles":[`` are the record's own (keys are sorted, and the only
+objects after them, the ``rules`` entries, hold neither key); a value with an escape in it
+sends the line to the full parse. Decisions are remembered per (principal, roles, action,
+resource), so a million records cost far fewer decisions.
 """
 
 from __future__ import annotations
@@ -18,8 +21,6 @@ from proxy.audit.query import needle
 from proxy.governance import Action
 from proxy.policy.loader import CompiledPolicy
 from proxy.policy.patterns import PatternError, parse_resource_text
-
-MAX_NEEDLES = 256  # beyond this many names, every record is parsed (the byte test costs more)
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ def flips(old: CompiledPolicy, new: CompiledPolicy, touched: frozenset[str],
     names = names_touching(touched, old, new)
     if not names:
         return
-    needles = [needle(n) for n in names] if len(names) <= MAX_NEEDLES else []
+    wanted = frozenset(needle(n) for n in names)
 
     @functools.lru_cache(maxsize=1 << 16)
     def flipped(name: str, roles: tuple[str, ...], action: str, resource: str) -> bool | None:
@@ -64,9 +65,33 @@ def flips(old: CompiledPolicy, new: CompiledPolicy, touched: frozenset[str],
         return None if was == now else now
 
     for line in lines:
-        if needles and not any(n in line for n in needles):
-            continue
-        yield from _record_flips(line, names, flipped)
+        if _may_touch(line, wanted):
+            yield from _record_flips(line, names, flipped)
+
+
+_PRINCIPAL, _ROLES = b'"principal":', b'"roles":['
+
+
+def _may_touch(line: bytes, wanted: frozenset[bytes]) -> bool:
+    """False only when the line's caller and roles, read from its bytes, are none of
+    ``wanted`` (JSON string texts); anything unusual is True (parsed and checked)."""
+    at, roles_at = line.rfind(_PRINCIPAL), line.rfind(_ROLES)
+    if at < 0 or roles_at < 0:
+        return True
+    start = at + len(_PRINCIPAL)
+    if line.startswith(b"null", start):
+        return False
+    end = line.find(b'"', start + 1) + 1
+    roles_end = line.find(b"]", roles_at)
+    principal, roles = line[start:end], line[roles_at + len(_ROLES):roles_end]
+    if b"\\" in principal or b"\\" in roles or end <= start or roles_end < 0:
+        return True
+    if principal in wanted:
+        return True
+    pieces = roles.split(b",") if roles else []
+    if any(len(p) < 2 or p[:1] != b'"' or p[-1:] != b'"' for p in pieces):
+        return True  # a comma inside a role: read it properly
+    return any(piece in wanted for piece in pieces)
 
 
 Flipped = Callable[[str, tuple[str, ...], str, str], "bool | None"]
