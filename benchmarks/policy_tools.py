@@ -28,17 +28,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from policy import Shape, policy_text  # noqa: E402
+from policy import Shape, policy_text
 
-from proxy.audit.query import Query, raw_lines  # noqa: E402
-from proxy.governance import Action  # noqa: E402
-from proxy.policy.diff import diff_policies  # noqa: E402
-from proxy.policy.flips import flips  # noqa: E402
-from proxy.policy.loader import CompiledPolicy, load  # noqa: E402
-from proxy.policy.model import CANONICAL_MODEL  # noqa: E402
-from proxy.policy.patterns import resource_from_text  # noqa: E402
-from proxy.policy.whocan import candidates, who_can  # noqa: E402
-from proxy.policy.why import find_record, replay  # noqa: E402
+from proxy.audit.query import Query, raw_lines
+from proxy.governance import Action
+from proxy.policy.diff import diff_policies
+from proxy.policy.flips import flips
+from proxy.policy.loader import CompiledPolicy, load
+from proxy.policy.model import CANONICAL_MODEL
+from proxy.policy.patterns import resource_from_text
+from proxy.policy.whocan import candidates, who_can
+from proxy.policy.why import find_record, replay
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 
