@@ -6,21 +6,24 @@ policy, as a subject of a changed line can flip, so a line is parsed only when i
 role of the caller is one of those names. The caller is read from the line's bytes first: the
 last ``"principal":`` and ``"roles":[`` are the record's own (keys are sorted, and the only
 objects after them, the ``rules`` entries, hold neither key); a value with an escape in it
-sends the line to the full parse. Decisions are remembered per (principal, roles, action,
-resource), so a million records cost far fewer decisions.
+sends the line to the parse. Of a line that passes only the caller and the rules are decoded,
+and a decision is made twice (old, new) only when a changed rule can match it or the caller's
+roles changed; the whole record is decoded only for a decision that flips.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from proxy.audit.query import needle
 from proxy.governance import Action
+from proxy.policy.index import RuleIndex
 from proxy.policy.loader import CompiledPolicy
 from proxy.policy.patterns import PatternError, parse_resource_text
+from proxy.policy.rules import Rule
 
 
 @dataclass(frozen=True)
@@ -53,23 +56,68 @@ def flips(old: CompiledPolicy, new: CompiledPolicy, touched: frozenset[str],
     if not names:
         return
     wanted = frozenset(needle(n) for n in names)
-
-    @functools.lru_cache(maxsize=1 << 16)
-    def flipped(name: str, roles: tuple[str, ...], action: str, resource: str) -> bool | None:
-        try:
-            parts, act = parse_resource_text(resource), Action(action)
-        except (PatternError, ValueError):
-            return None
-        was = _allows(old, name, roles, act, parts)
-        now = _allows(new, name, roles, act, parts)
-        return None if was == now else now
-
+    judge = _Judge(old, new)
     for line in lines:
         if _may_touch(line, wanted):
-            yield from _record_flips(line, names, flipped)
+            yield from _record_flips(line, names, judge)
 
 
-_PRINCIPAL, _ROLES = b'"principal":', b'"roles":['
+class _Judge:
+    """Decides one logged (caller, action, resource) under both policies, skipping the work
+    when no changed rule can match it and the caller's roles did not change."""
+
+    def __init__(self, old: CompiledPolicy, new: CompiledPolicy) -> None:
+        self.old, self.new = old, new
+        before, after = set(old.parsed.rules), set(new.parsed.rules)
+        self.changed = RuleIndex(before ^ after, ())
+        self.callers: dict[tuple[str, tuple[str, ...]], _Caller] = {}
+        self.resources: dict[str, tuple[str, ...] | None] = {}
+
+    def caller(self, name: str, roles: tuple[str, ...]) -> _Caller:
+        found = self.callers.get((name, roles))
+        if found is None:
+            old, new = self.old.index, self.new.index
+            all_old, all_new = old.subjects(name, roles), new.subjects(name, roles)
+            found = _Caller(old.ruled(all_old), new.ruled(all_new), all_old | all_new,
+                            all_old != all_new)
+            self.callers[(name, roles)] = found
+        return found
+
+    def parts(self, resource: str) -> tuple[str, ...] | None:
+        if resource not in self.resources:
+            try:
+                self.resources[resource] = parse_resource_text(resource)
+            except PatternError:
+                self.resources[resource] = None
+        return self.resources[resource]
+
+    def flipped(self, caller: _Caller, action: str, resource: str) -> bool | None:
+        """The new verdict when it differs from the old one, else None."""
+        parts = self.parts(resource)
+        try:
+            act = Action(action)
+        except ValueError:
+            return None
+        if parts is None:
+            return None
+        if not caller.roles_changed and next(
+                self.changed.matching(caller.acting, act, parts), None) is None:
+            return None
+        was = _allows(self.old.index.decide(caller.old, act, parts))
+        now = _allows(self.new.index.decide(caller.new, act, parts))
+        return None if was == now else now
+
+
+@dataclass(frozen=True)
+class _Caller:
+    old: tuple[str, ...]  # ruled subjects under the old policy
+    new: tuple[str, ...]
+    acting: frozenset[str]  # every subject under either
+    roles_changed: bool
+
+
+_PRINCIPAL, _ROLES, _RULES = b'"principal":', b'"roles":[', b'"rules":'
+_DECODER = json.JSONDecoder()
 
 
 def _may_touch(line: bytes, wanted: frozenset[bytes]) -> bool:
@@ -94,31 +142,43 @@ def _may_touch(line: bytes, wanted: frozenset[bytes]) -> bool:
     return any(piece in wanted for piece in pieces)
 
 
-Flipped = Callable[[str, tuple[str, ...], str, str], "bool | None"]
-
-
-def _record_flips(line: bytes, names: frozenset[str], flipped: Flipped) -> Iterator[Flip]:
+def _record_flips(line: bytes, names: frozenset[str], judge: _Judge) -> Iterator[Flip]:
+    """The flips of one record; only its caller and rules are decoded unless one flips."""
     try:
-        record = json.loads(line)
+        text = line.decode("utf-8")
+        record = _caller_and_rules(text)
     except ValueError:
         return
-    if not isinstance(record, dict) or not isinstance(record.get("principal"), str):
+    if record is None:
         return
-    name, roles = record["principal"], tuple(str(r) for r in record.get("roles") or ())
+    name, roles, rules = record
     if name not in names and names.isdisjoint(roles):
         return
-    for entry in record.get("rules") or ():
+    caller = judge.caller(name, roles)
+    for entry in rules:
         if not isinstance(entry, dict):
             continue
-        now = flipped(name, roles, str(entry.get("action")), str(entry.get("resource")))
+        action, resource = str(entry.get("action")), str(entry.get("resource"))
+        now = judge.flipped(caller, action, resource)
         if now is not None:
-            yield Flip(str(record.get("request_id")), str(record.get("time")), name,
-                       str(entry.get("action")), str(entry.get("resource")),
-                       bool(entry.get("allowed")), now)
+            whole = json.loads(text)
+            yield Flip(str(whole.get("request_id")), str(whole.get("time")), name, action,
+                       resource, bool(entry.get("allowed")), now)
 
 
-def _allows(policy: CompiledPolicy, name: str, roles: tuple[str, ...], action: Action,
-            parts: tuple[str, ...]) -> bool:
-    index = policy.index
-    rule = index.decide(index.ruled(index.subjects(name, roles)), action, parts)
+def _caller_and_rules(text: str) -> tuple[str, tuple[str, ...], list[Any]] | None:
+    """The record's principal, roles and rules (the last of each key: see the module)."""
+    found = []
+    for key in ('"principal":', '"roles":', '"rules":'):
+        at = text.rfind(key)
+        if at < 0:
+            return None
+        found.append(_DECODER.raw_decode(text, at + len(key))[0])
+    name, roles, rules = found
+    if not isinstance(name, str) or not isinstance(roles, list) or not isinstance(rules, list):
+        return None
+    return name, tuple(str(r) for r in roles), rules
+
+
+def _allows(rule: Rule | None) -> bool:
     return rule is not None and rule.allow
