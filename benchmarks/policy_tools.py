@@ -37,7 +37,7 @@ from proxy.policy.flips import flips
 from proxy.policy.loader import CompiledPolicy, load
 from proxy.policy.model import CANONICAL_MODEL
 from proxy.policy.patterns import resource_from_text
-from proxy.policy.whocan import candidates, who_can
+from proxy.policy.whocan import candidates, merged, who_can
 from proxy.policy.why import find_record, replay
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
@@ -167,7 +167,7 @@ def measure(work: Path, audit: Path, who: dict[str, tuple[str, ...]],
 
     def diff() -> Any:
         before, after = policy("old"), policy("new")
-        among = candidates(before, {}) + candidates(after, who)
+        among = merged(candidates(before, {}), candidates(after, who))
         return before, after, diff_policies(before, after, among)
 
     seconds, (before, after, found) = timed(diff, args.repeat)

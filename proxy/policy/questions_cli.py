@@ -21,7 +21,7 @@ from proxy.policy.diff import GrantChange, PolicyDiff, diff_policies
 from proxy.policy.explain_reads import read_lines
 from proxy.policy.flips import Flip, flips
 from proxy.policy.loader import CompiledPolicy
-from proxy.policy.whocan import Candidate, answer_lines, candidates, who_can
+from proxy.policy.whocan import answer_lines, candidates, merged, who_can
 from proxy.policy.why import digest_note, find_record, principal_of, replay
 
 FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -117,7 +117,7 @@ def diff_command(principals_path: Path | None, old_dir: Path, new_dir: Path,
     '*' stands for any name no rule mentions.
     """
     old, new = (_load_dir(d) for d in (old_dir, new_dir))
-    among = _union(candidates(old, {}), candidates(new, _principals(principals_path)))
+    among = merged(candidates(old, {}), candidates(new, _principals(principals_path)))
     found = diff_policies(old, new, among)
     for line in diff_lines(found):
         click.echo(line)
@@ -134,17 +134,6 @@ def _load_dir(directory: Path) -> CompiledPolicy:
             click.echo(f"error: {path} does not exist", err=True)
             raise SystemExit(2)
     return _load(model, rules)
-
-
-def _union(*groups: list[Candidate]) -> list[Candidate]:
-    """Candidates by name: a principal (with its roles) wins over a role of the same name."""
-    by_name: dict[str, Candidate] = {}
-    for group in groups:
-        for candidate in group:
-            known = by_name.get(candidate.principal.name)
-            if known is None or candidate.kind == "principal":
-                by_name[candidate.principal.name] = candidate
-    return list(by_name.values())
 
 
 def diff_lines(found: PolicyDiff) -> list[str]:

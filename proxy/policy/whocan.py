@@ -50,6 +50,18 @@ def candidates(policy: CompiledPolicy,
     return found
 
 
+def merged(*groups: list[Candidate]) -> list[Candidate]:
+    """Candidates by name, in first-seen order: a principal (with its roles) wins over a role
+    of the same name."""
+    by_name: dict[str, Candidate] = {}
+    for group in groups:
+        for candidate in group:
+            known = by_name.get(candidate.principal.name)
+            if known is None or candidate.kind == "principal":
+                by_name[candidate.principal.name] = candidate
+    return list(by_name.values())
+
+
 def who_can(policy: CompiledPolicy, action: Action, resource: Resource,
             among: Iterable[Candidate]) -> list[Answer]:
     """Every candidate the policy allows ``action`` on ``resource``, with why."""
