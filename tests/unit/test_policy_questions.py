@@ -270,3 +270,16 @@ def test_query_skips_and_counts_a_torn_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["audit", "query", str(log)])
     assert [json.loads(line)["request_id"] for line in result.stdout.splitlines()] == ["a"]
     assert "skipped 1 line(s)" in result.stderr
+
+
+def test_diff_audit_flips_through_a_changed_role_grant(tmp_path: Path) -> None:
+    old, new = modified_copy(tmp_path)  # adds g, analyst, auditor (auditor reads icegov.audit)
+    log = tmp_path / "audit.log"
+    audit = AuditLog(AuditSettings(stdout=False, file=log))
+    audit.write(decided("g-1", "analyst", Action.SELECT, "icegov.audit.events", False))
+    audit.write(decided("g-2", "analyst", Action.SELECT, "icegov.demo.orders", True))
+    audit.close()
+    result = icegov("policy", "diff", *PRINCIPALS, str(old), str(new), "--audit", str(log))
+    flipped = result.output.split("logged decisions that flip: ")[1].splitlines()
+    assert [line.strip().split(" ", 1)[1] for line in flipped[1:]] == [
+        "g-1 analyst: SELECT on icegov.audit.events: logged deny, now allow"]
