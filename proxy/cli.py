@@ -199,6 +199,19 @@ def _register_groups() -> None:
     main.add_command(index)
     main.add_command(policy)
     main.add_command(audit)
+    _add_policy_questions()
+
+
+def _add_policy_questions() -> None:
+    """``icegov policy who-can/why/diff`` and ``icegov audit query`` (issue 24)."""
+    from proxy.audit.cli import audit
+    from proxy.audit.query_cli import query_command
+    from proxy.policy.cli import policy
+    from proxy.policy.questions_cli import diff_command, who_can_command, why_command
+
+    for command in (who_can_command, why_command, diff_command):
+        policy.add_command(command)
+    audit.add_command(query_command)
 
 
 _register_groups()

@@ -1,0 +1,164 @@
+"""``icegov policy who-can``, ``why`` and ``diff``: the questions policy authors ask, answered
+from the real files with the proxy's own decisions (``whocan``, ``why``, ``diff``, ``flips``).
+
+Exit codes as the other ``icegov policy`` commands: 0 answered; 1 ``why`` found a replay that
+disagrees with the record or a digest mismatch; 2 unusable input (a policy that does not load,
+an unreadable file, no record with that id).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from proxy import defaults
+from proxy.audit.query import raw_lines, stream_paths
+from proxy.governance import Action
+from proxy.identity.principals import PrincipalsFileError, load_principals
+from proxy.policy.cli import _explanation_lines, _load, _resource, policy_files
+from proxy.policy.diff import GrantChange, PolicyDiff, diff_policies
+from proxy.policy.explain_reads import read_lines
+from proxy.policy.flips import Flip, flips
+from proxy.policy.loader import CompiledPolicy
+from proxy.policy.whocan import answer_lines, candidates, merged, who_can
+from proxy.policy.why import digest_note, find_record, principal_of, replay
+
+FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+DIRECTORY = click.Path(exists=True, file_okay=False, path_type=Path)
+
+
+def principals_option(command: click.decorators.FC) -> click.decorators.FC:
+    """``--principals``: the principals file whose names and roles are asked about."""
+    return click.option("--principals", "principals_path", type=FILE,
+                        default=lambda: defaults.default_path(defaults.PRINCIPALS),
+                        envvar="ICEGOV__IDENTITY__PRINCIPALS_FILE",
+                        help="Principals (names and roles) to ask about, besides every role "
+                             "the policy names.")(command)
+
+
+def _principals(path: Path | None) -> dict[str, tuple[str, ...]]:
+    if path is None or not path.exists():
+        return {}
+    try:
+        return {name: entry.roles for name, entry in load_principals(path).items()}
+    except PrincipalsFileError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(2) from None
+
+
+@click.command("who-can")
+@policy_files
+@principals_option
+@click.argument("action", type=click.Choice([a.value for a in Action]))
+@click.argument("resource_text", metavar="RESOURCE")
+@click.option("--kind", type=click.Choice(["catalog", "namespace", "table", "column"]),
+              default=None, help="What RESOURCE is (default: by its number of segments).")
+def who_can_command(model_path: Path, policy_path: Path, principals_path: Path | None,
+                    action: str, resource_text: str, kind: str | None) -> None:
+    """Every principal and role that may do ACTION on RESOURCE, the line that allows it and,
+    for SELECT on a table, the column denies, masks and row filter that narrow it."""
+    resource = _resource(resource_text, kind)
+    compiled = _load(model_path, policy_path)
+    among = candidates(compiled, _principals(principals_path))
+    answers = who_can(compiled, Action(action), resource, among)
+    for line in answer_lines(answers, Action(action), resource, str(policy_path)):
+        click.echo(line)
+
+
+@click.command("why")
+@policy_files
+@click.argument("request_id")
+@click.option("--audit", "audit_files", type=FILE, multiple=True, required=True,
+              help="An audit file (repeat; a live file's rotated siblings are read too).")
+def why_command(model_path: Path, policy_path: Path, request_id: str,
+                audit_files: tuple[Path, ...]) -> None:
+    """Find REQUEST_ID's record, replay each decision it logged and print the rule trace."""
+    compiled = _load(model_path, policy_path)
+    record = find_record(request_id, raw_lines(stream_paths(audit_files)))
+    if record is None:
+        click.echo(f"error: no record with request id {request_id!r}", err=True)
+        raise SystemExit(2)
+    usable, note = digest_note(record, compiled)
+    click.echo(f"request {request_id}: {record.get('method')} {record.get('path')} by "
+               f"{record.get('principal')} (roles: {', '.join(record.get('roles') or ())}) "
+               f"at {record.get('time')}: {record.get('decision')}, status {record.get('status')}")
+    click.echo(f"  {note}")
+    replays = replay(record, compiled)
+    if not replays:
+        click.echo("  the record logged no policy decision (nothing to replay)")
+    for item in replays:
+        logged = "ALLOW" if item.logged.get("allowed") else "DENY"
+        click.echo(f"logged {logged} by {item.logged.get('rule') or 'default deny'}; replay "
+                   f"{'agrees' if item.agrees else 'DIFFERS'}:")
+        for line in _explanation_lines(item.explanation, policy_path):
+            click.echo(line)
+        if item.explanation.decision.action == Action.SELECT:
+            caller = principal_of(record)
+            assert caller is not None  # a replayed record names its caller
+            for line in read_lines(compiled, caller, item.resource, (), str(policy_path)):
+                click.echo(line)
+    if not usable or not all(item.agrees for item in replays):
+        raise SystemExit(1)
+
+
+@click.command("diff")
+@principals_option
+@click.argument("old_dir", type=DIRECTORY)
+@click.argument("new_dir", type=DIRECTORY)
+@click.option("--audit", "audit_files", type=FILE, multiple=True,
+              help="Also list the logged decisions the change flips (repeat; rotated siblings "
+                   "are read too).")
+def diff_command(principals_path: Path | None, old_dir: Path, new_dir: Path,
+                 audit_files: tuple[Path, ...]) -> None:
+    """The grants (who, action, resource) NEW_DIR's policy gains and loses over OLD_DIR's.
+
+    Each directory holds model.conf and policy.csv (as policies/ does). A resource shown with
+    '*' stands for any name no rule mentions.
+    """
+    old, new = (_load_dir(d) for d in (old_dir, new_dir))
+    among = merged(candidates(old, {}), candidates(new, _principals(principals_path)))
+    found = diff_policies(old, new, among)
+    for line in diff_lines(found):
+        click.echo(line)
+    if audit_files:
+        flipped = list(flips(old, new, found.touched, raw_lines(stream_paths(audit_files))))
+        for line in flip_lines(flipped):
+            click.echo(line)
+
+
+def _load_dir(directory: Path) -> CompiledPolicy:
+    model, rules = directory / defaults.MODEL, directory / defaults.POLICY
+    for path in (model, rules):
+        if not path.is_file():
+            click.echo(f"error: {path} does not exist", err=True)
+            raise SystemExit(2)
+    return _load(model, rules)
+
+
+def diff_lines(found: PolicyDiff) -> list[str]:
+    """What diff prints: changed lines, then grants gained and lost."""
+    lines = [f"lines removed: {len(found.lines_removed)}, added: {len(found.lines_added)}"]
+    lines += [f"  - {text}" for text in found.lines_removed]
+    lines += [f"  + {text}" for text in found.lines_added]
+    for title, changes in (("gained", found.gained), ("lost", found.lost)):
+        lines.append(f"grants {title}: {len(changes)}")
+        lines += [_change_line(change) for change in changes]
+    return lines
+
+
+def _change_line(change: GrantChange) -> str:
+    rule = change.new_rule if change.gained else change.old_rule
+    other = change.old_rule if change.gained else change.new_rule
+    return (f"  {change.kind} {change.who}: {change.action} on {change.resource}  "
+            f"[{'now' if change.gained else 'was'}: {rule}; "
+            f"{'was' if change.gained else 'now'}: {other or 'default deny'}]")
+
+
+def flip_lines(found: list[Flip]) -> list[str]:
+    """What diff --audit prints: every logged decision that flips."""
+    lines = [f"logged decisions that flip: {len(found)}"]
+    lines += [f"  {f.time} {f.request_id} {f.principal}: {f.action} on {f.resource}: "
+              f"logged {'allow' if f.logged else 'deny'}, now {'allow' if f.now else 'deny'}"
+              for f in found]
+    return lines
