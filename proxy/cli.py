@@ -206,9 +206,22 @@ def _add_policy_questions() -> None:
     """``icegov policy who-can/why/diff`` and ``icegov audit query`` (issue 24)."""
     from proxy.audit.cli import audit
     from proxy.audit.query_cli import query_command
+    from proxy.identity.principals import PrincipalsFileError, load_principals
     from proxy.policy.cli import policy
-    from proxy.policy.questions_cli import diff_command, who_can_command, why_command
+    from proxy.policy.questions_cli import (
+        diff_command,
+        read_principals_with,
+        who_can_command,
+        why_command,
+    )
 
+    def principals(path: Path) -> dict[str, tuple[str, ...]]:
+        try:
+            return {name: entry.roles for name, entry in load_principals(path).items()}
+        except PrincipalsFileError as exc:
+            raise ValueError(str(exc)) from None
+
+    read_principals_with(principals)
     for command in (who_can_command, why_command, diff_command):
         policy.add_command(command)
     audit.add_command(query_command)

@@ -8,6 +8,7 @@ an unreadable file, no record with that id).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -15,7 +16,6 @@ import click
 from proxy import defaults
 from proxy.audit.query import raw_lines, stream_paths
 from proxy.governance import Action
-from proxy.identity.principals import PrincipalsFileError, load_principals
 from proxy.policy.cli import _explanation_lines, _load, _resource, policy_files
 from proxy.policy.diff import GrantChange, PolicyDiff, diff_policies
 from proxy.policy.explain_reads import read_lines
@@ -37,12 +37,25 @@ def principals_option(command: click.decorators.FC) -> click.decorators.FC:
                              "the policy names.")(command)
 
 
+PrincipalsReader = Callable[[Path], dict[str, tuple[str, ...]]]
+"""Reads a principals file into names and roles; raises ``ValueError`` with a message of its
+own when it cannot (the identity room's reader, given by ``proxy.cli``: this room may not
+import it)."""
+
+_readers: list[PrincipalsReader] = []
+
+
+def read_principals_with(reader: PrincipalsReader) -> None:
+    """Use ``reader`` for ``--principals`` (``proxy.cli`` gives the identity room's)."""
+    _readers[:] = [reader]
+
+
 def _principals(path: Path | None) -> dict[str, tuple[str, ...]]:
-    if path is None or not path.exists():
+    if path is None or not path.exists() or not _readers:
         return {}
     try:
-        return {name: entry.roles for name, entry in load_principals(path).items()}
-    except PrincipalsFileError as exc:
+        return _readers[0](path)
+    except ValueError as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(2) from None
 

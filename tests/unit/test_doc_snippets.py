@@ -64,6 +64,9 @@ LISTED: dict[tuple[str, str], str] = {
         "the grammar of a rule line, with placeholders, not a rule",
     ("proxy/audit/README.md", "ok: 1200 records"):
         "sample output of `icegov audit verify` (the commands above it are run)",
+    ("policies/README.md", "icegov policy who-can SELECT"):
+        "a synopsis with placeholders (REQUEST_ID, OLD_DIR): each command is run on real files "
+        "by tests/unit/test_policy_questions.py",
     ("proxy/audit/README.md", "icegov audit keygen"):
         "a key pair, a serving icegov and a verify of the files it wrote: the same steps are "
         "run by tests/unit/test_audit_digests.py",
