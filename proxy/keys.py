@@ -1,11 +1,14 @@
 """Checks every secret key icegov is configured with must pass before it is used.
 
 A key shorter than its MAC's digest is refused, and so is any key that was ever published:
-values from this repository's deployment examples, which anyone can read and sign with.
+values from this repository's deployment examples, which anyone can read and sign with. Also
+the one spelling of the sealed tokens those keys sign (``b64url``/``unb64url``).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import secrets
 
@@ -39,3 +42,19 @@ def key_or_process_key(secret: SecretStr | None, purpose: str) -> bytes:
 def process_key(purpose: str) -> bytes:
     """One random key per purpose and process (a key never serves two purposes)."""
     return secrets.token_bytes(2 * MIN_KEY_BYTES)
+
+
+def b64url(data: bytes) -> str:
+    """``data`` as unpadded URL-safe base64 (sealed tokens travel in URLs)."""
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def unb64url(text: str) -> bytes | None:
+    """What ``b64url`` gave ``text`` for, None when ``text`` is not exactly such a spelling
+    (one spelling per token: no padding, no stray bits)."""
+    try:
+        raw = text.encode("ascii")
+        data = base64.b64decode(raw + b"=" * (-len(raw) % 4), altchars=b"-_", validate=True)
+    except (UnicodeEncodeError, binascii.Error, ValueError):
+        return None
+    return data if b64url(data) == text else None

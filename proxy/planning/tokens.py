@@ -19,8 +19,6 @@ checks that the claims match the caller and the URL.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import hmac
 import json
@@ -31,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from proxy.errors import BadRequest, NoSuchPlanId, NoSuchPlanTask
+from proxy.keys import b64url, unb64url
 
 MAX_TOKEN_CHARS = 2 * 1024 * 1024
 MAX_CLAIMS_BYTES = 1024 * 1024
@@ -81,7 +80,7 @@ def seal(claims: TaskClaims, key: bytes) -> str:
                          f"and manifests must stay under {MAX_CLAIMS_BYTES} bytes")
     body = zlib.compress(text.encode(), 6)
     mac = _mac(key, body)
-    return f"{_VERSION}.{_b64(body)}.{_b64(mac)}"
+    return f"{_VERSION}.{b64url(body)}.{b64url(mac)}"
 
 
 def unseal(token: str, key: bytes, now: float, *, kind: Kind = "task") -> TaskClaims:
@@ -96,7 +95,7 @@ def unseal(token: str, key: bytes, now: float, *, kind: Kind = "task") -> TaskCl
     parts = token.split(".")
     if len(parts) != 3 or parts[0] != _VERSION:
         raise invalid
-    body, mac = _unb64(parts[1]), _unb64(parts[2])
+    body, mac = unb64url(parts[1]), unb64url(parts[2])
     if body is None or mac is None or not hmac.compare_digest(mac, _mac(key, body)):
         raise invalid
     claims = _claims(_inflate(body), invalid)
@@ -113,17 +112,6 @@ def _mac(key: bytes, body: bytes) -> bytes:
     return hmac.new(key, _DOMAIN + body, hashlib.sha256).digest()
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _unb64(text: str) -> bytes | None:
-    try:
-        raw = text.encode("ascii")
-        data = base64.b64decode(raw + b"=" * (-len(raw) % 4), altchars=b"-_", validate=True)
-    except (UnicodeEncodeError, binascii.Error, ValueError):
-        return None
-    return data if _b64(data) == text else None  # one spelling per token (no stray bits)
 
 
 def _inflate(body: bytes) -> bytes | None:

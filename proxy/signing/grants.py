@@ -15,8 +15,6 @@ named.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import hmac
 import json
@@ -25,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxy.errors import Forbidden
+from proxy.keys import b64url, unb64url
 
 MAX_GRANT_CHARS = 16 * 1024
 _VERSION = "g1"
@@ -66,7 +65,7 @@ def seal_grant(grant: Grant, key: bytes) -> str:
     values = [list(v) if isinstance(v, tuple) else v
               for v in (getattr(grant, name) for name in _FIELDS)]
     body = json.dumps(values, separators=(",", ":")).encode()
-    return f"{_VERSION}.{_b64(body)}.{_b64(_mac(key, body))}"
+    return f"{_VERSION}.{b64url(body)}.{b64url(_mac(key, body))}"
 
 
 def unseal_grant(token: str, key: bytes, now: float) -> Grant:
@@ -78,7 +77,7 @@ def unseal_grant(token: str, key: bytes, now: float) -> Grant:
     parts = token.split(".")
     if len(parts) != 3 or parts[0] != _VERSION:
         raise invalid
-    body, mac = _unb64(parts[1]), _unb64(parts[2])
+    body, mac = unb64url(parts[1]), unb64url(parts[2])
     if body is None or mac is None or not hmac.compare_digest(mac, _mac(key, body)):
         raise invalid
     grant = _grant(body)
@@ -113,14 +112,3 @@ def _mac(key: bytes, body: bytes) -> bytes:
     return hmac.new(key, _DOMAIN + body, hashlib.sha256).digest()
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _unb64(text: str) -> bytes | None:
-    try:
-        raw = text.encode("ascii")
-        data = base64.b64decode(raw + b"=" * (-len(raw) % 4), altchars=b"-_", validate=True)
-    except (UnicodeEncodeError, binascii.Error, ValueError):
-        return None
-    return data if _b64(data) == text else None

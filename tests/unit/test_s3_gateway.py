@@ -73,6 +73,7 @@ def test_a_request_signed_with_another_secret_is_refused(gateway: S3Gateway) -> 
 
 
 def test_a_request_tampered_with_after_signing_is_refused(gateway: S3Gateway) -> None:
+    client(gateway).put_object(Bucket=BUCKET, Key="gw/a.txt", Body=b"hello")  # on its own
     request = signed_get(gateway, "gw/a.txt")
     headers = dict(request.headers.items())
     assert httpx.get(request.url, headers=headers).content == b"hello"
