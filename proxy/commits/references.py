@@ -29,7 +29,7 @@ def check_snapshot_references(body: Mapping[str, Any], base: TableMetadata | Non
     if base is None:
         return
     for update in updates_of(body, "add-snapshot"):
-        snapshot = update.get("snapshot") or {}
+        snapshot = _object(update.get("snapshot"))
         snapshot_id = require_id(snapshot.get("snapshot-id"), "add-snapshot snapshot-id")
         if base.snapshot_by_id(snapshot_id) is not None:
             raise UnverifiableCommit(f"snapshot {snapshot_id} already exists in the table")
@@ -46,6 +46,12 @@ def check_snapshot_references(body: Mapping[str, Any], base: TableMetadata | Non
                     "table does not have")
 
 
+def _object(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (its shape is refused elsewhere;
+    here it only names no id)."""
+    return value if isinstance(value, dict) else {}
+
+
 def _known(value: Any, ids: set[int] | None) -> bool:
     return ids is None or (isinstance(value, int) and not isinstance(value, bool)
                            and value in ids)
@@ -55,7 +61,7 @@ def _schema_ids(base: TableMetadata, body: Mapping[str, Any]) -> set[int] | None
     """The table's schema ids and those the commit adds (None: one it adds has no id yet)."""
     ids = {s.schema_id for s in base.schemas}
     for update in updates_of(body, "add-schema"):
-        added = (update.get("schema") or {}).get("schema-id")
+        added = _object(update.get("schema")).get("schema-id")
         if not isinstance(added, int) or added == UNASSIGNED:
             return None
         ids.add(added)
@@ -66,7 +72,7 @@ def _spec_ids(base: TableMetadata, body: Mapping[str, Any]) -> set[int] | None:
     """The table's spec ids and those the commit adds (None: one it adds has no id yet)."""
     ids = {s.spec_id for s in base.partition_specs}
     for update in updates_of(body, "add-spec"):
-        added = (update.get("spec") or {}).get("spec-id")
+        added = _object(update.get("spec")).get("spec-id")
         if not isinstance(added, int) or added == UNASSIGNED:
             return None
         ids.add(added)

@@ -118,6 +118,20 @@ def test_a_snapshot_reusing_an_id_or_naming_an_unknown_schema_is_refused(
             body["updates"][1]]})
 
 
+@pytest.mark.parametrize("update", [{"action": "add-spec", "spec": 1e308},
+                                    {"action": "add-schema", "schema": [1]}])
+def test_an_added_spec_or_schema_that_is_no_object_is_no_crash(
+        crafter: Crafter, update: dict[str, object]) -> None:
+    """Its shape is the backing's to refuse (400); classifying it must not fail (a 500)."""
+    sid = next(_ids)
+    added = crafter.manifest(sid, [(ADDED, new_data(f"n{sid}", 1), 0)])
+    body = crafter.body(crafter.snapshot(sid, [added, *crafter.parent_manifests()], "append"))
+    try:
+        crafter.classify({**body, "updates": [update, *body["updates"]]})
+    except UnverifiableCommit:
+        pass
+
+
 def test_first_row_id_may_be_assigned_to_a_kept_manifest() -> None:
     old = ManifestFile.from_args(manifest_path="m", manifest_length=1, partition_spec_id=0,
                                  content=ManifestContent.DATA, sequence_number=1,
