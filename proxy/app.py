@@ -115,8 +115,7 @@ def create_app(settings: Settings, backing: Backing | None = None,
     planner = Planner(ManifestCache(settings.planning.manifest_cache_entries),
                       settings.planning.threads)
     governed = GovernedSnapshots(settings.governed, planner.manifests,
-                                 _governed_warehouse(settings), settings.file_io,
-                                 metrics.observe_governed)
+                                 _governed_warehouse(settings), metrics.observe_governed)
     indexes = IndexService(settings.indexes, planner.manifests, settings.file_io)
     answers = TableAnswers(views, authorizer.restricts, authorizer.restricted_anywhere,
                            GovernedAnswers(governed, settings.file_io))

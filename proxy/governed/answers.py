@@ -63,10 +63,12 @@ class GovernedAnswers:
         FileIO, when the caller has one)."""
         base = project_load_result(result, columns_only(view), applies_masks=False) \
             if view.denied else result
-        io_properties = {**_config(result), **self._file_io}
+        # one rule for every FileIO icegov opens (``backing.tables.io_properties``): the
+        # catalog's config over icegov's settings, and no ``py-io-impl`` from either
+        io_properties = backing_io_properties(self._file_io, _config(result))
         if io is None:  # as parse_table_state opens it, without parsing the metadata again
             location = result.get("metadata-location")
-            io = load_file_io(backing_io_properties(self._file_io, _config(result)),
+            io = load_file_io(io_properties,
                               location if isinstance(location, str) else metadata.location)
         governed = await self.service.govern(base["metadata"], view, metadata, io,
                                              io_properties)

@@ -84,14 +84,14 @@ class GovernedSnapshots:
     """Governed snapshots of every table and view in use, built and served."""
 
     def __init__(self, settings: GovernedSettings, manifests: ManifestCache,
-                 warehouse: str | None, file_io: Mapping[str, str],
+                 warehouse: str | None,
                  observe: Callable[[float], None] | None = None) -> None:
-        """``observe``: told the staleness of every governed answer (a metric)."""
+        """``observe``: told the staleness of every governed answer (a metric). The FileIO
+        settings of a build are the answer's (``govern``'s ``io_properties``)."""
         self._observe = observe
         self._settings = settings
         self._manifests = manifests
         self._warehouse = warehouse
-        self._file_io = dict(file_io)
         self._tracks: dict[tuple[str, str], _Track] = {}
         self._views: dict[tuple[object, ...], GovernedView] = {}
         self._copies = ThreadPoolExecutor(settings.threads, thread_name_prefix="governed")
@@ -200,7 +200,7 @@ class GovernedSnapshots:
         key = (gview.table_uuid, gview.digest)
         tree = self.table_tree(metadata).view(gview.digest)
         inputs = BuildInputs(metadata, io, gview, tree, self._manifests,
-                             tuple(sorted({**io_properties, **self._file_io}.items())),
+                             tuple(sorted(io_properties.items())),
                              self._settings.copy_proven_files, self._settings.build_max_bytes)
         track = self._tracks.get(key)
         if track is None:

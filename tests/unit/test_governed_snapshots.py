@@ -222,7 +222,7 @@ def test_the_default_root_lies_outside_every_warehouse(tmp_path: Path,
 
 def _service(tmp: Path, **settings: Any) -> GovernedSnapshots:
     return GovernedSnapshots(GovernedSettings(root=(tmp / "governed").as_uri(), **settings),
-                             ManifestCache(10_000), None, {})
+                             ManifestCache(10_000), None)
 
 
 def _base(table: Table) -> dict[str, Any]:
@@ -310,7 +310,7 @@ def test_the_governed_root_may_not_lie_in_the_table(tmp_path: Path) -> None:
     table.append(rows([1], ["eu"]))
     table = table.refresh()
     inside = f"{table.metadata.location}/governed"
-    service = GovernedSnapshots(GovernedSettings(root=inside), ManifestCache(100), None, {})
+    service = GovernedSnapshots(GovernedSettings(root=inside), ManifestCache(100), None)
 
     async def scenario() -> None:
         with pytest.raises(Forbidden):
