@@ -65,6 +65,7 @@ class Decision:
     action: Action
     resource: Resource
     rule: str | None = None  # the policy line that decided; None for the default deny
+    policy: str | None = field(default=None, compare=False)  # digest of the policy that decided
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,8 @@ DENIED = frozenset({"deny", "hidden", "unauthenticated", "refused"})
 DISPOSITIONS = {"allow": (1, "Allowed"), "public": (1, "Allowed"), "deny": (2, "Blocked"),
                 "hidden": (2, "Blocked"), "refused": (2, "Blocked"),
                 "unauthenticated": (26, "Unauthorized"), "error": (27, "Error")}
+HTTP_METHODS = frozenset({"OPTIONS", "GET", "HEAD", "POST", "PUT", "DELETE", "TRACE", "CONNECT",
+                          "PATCH"})
 REQUIRED = ("time", "request_id", "method", "path", "endpoint", "decision")
 
 
@@ -84,10 +86,11 @@ def _base(record: dict[str, Any], class_uid: int) -> dict[str, Any]:
         "metadata": _metadata(record),
         "actor": _actor(record),
         "src_endpoint": {"name": _client(record) or "unknown"},
-        "http_request": _http_request(record),
         "message": _message(record),
         "unmapped": {"icegov": _unmapped(record)},
     }
+    if record["method"] in HTTP_METHODS:  # not icegov's own (INTERNAL: a policy load)
+        event["http_request"] = _http_request(record)
     event["severity"] = {1: "Informational", 2: "Low", 3: "Medium"}[event["severity_id"]]
     event["status"] = {0: "Unknown", 1: "Success", 2: "Failure"}[event["status_id"]]
     if isinstance(status, int):

@@ -53,6 +53,7 @@ class AuditRecord:
             "actions": sorted({str(d.action) for d in self.decisions}),
             "decision": self.decision,
             "rules": [_rule(d) for d in self.decisions],
+            "policy_digest": self.policy_digest(),
             "evidence": self.evidence,
             "status": self.status,
             "error": self.error,
@@ -60,6 +61,11 @@ class AuditRecord:
             "new_snapshot_ids": self.new_snapshot_ids(),
             "latency_ms": round((time.perf_counter() - self.started) * 1000, 3),
         }
+
+    def policy_digest(self) -> str | None:
+        """The digest of the policy files that decided the request (its last decision's: only a
+        reload between two decisions of one request makes them differ); None if none decided."""
+        return next((d.policy for d in reversed(self.decisions) if d.policy), None)
 
     def new_snapshot_ids(self) -> list[int]:
         """Snapshots that landed: the classified commit's snapshots, once it succeeded."""

@@ -53,9 +53,10 @@ class AuditSettings(BaseModel):
         default=60.0, gt=0, description="Write a digest at the first record this long after "
                                         "the last digest.")
     policy_records: bool = Field(
-        default=False, description="Write the policy files' digest (before/after, owner, mtime) "
-                                   "as an audit record at start-up and every reload "
-                                   "(proxy/policy/changes.py).")
+        default=True, description="Write the policy in force as an audit record at start-up and "
+                                  "every reload: its digest before/after, the files' owner and "
+                                  "mtime, and both files' text as loaded, which `icegov policy "
+                                  "why` replays decisions against (proxy/policy/changes.py).")
     # --- end signed digests ---
 
     def key_bytes(self) -> bytes | None:

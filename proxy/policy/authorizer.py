@@ -185,8 +185,10 @@ class PolicyAuthorizer:
             self._tell(None)
 
     def _tell(self, before: str | None) -> None:
-        change = PolicyChange(self._status.generation, before, self._status.digest,
-                              (self._settings.model_path, self._settings.policy_path))
+        files = self._generation.policy.files
+        change = PolicyChange(self._status.generation, before, files.digest,
+                              (self._settings.model_path, self._settings.policy_path),
+                              (files.model_text, files.policy_text))
         for listener in self._listeners:
             try:
                 listener(change)

@@ -6,7 +6,9 @@ force. ``audited(audit)`` is such a listener: it writes one audit record per cha
 ``policy_loaded`` or ``policy_reloaded``, request id ``policy-<generation>``, whose evidence names
 the digest before and after (SHA-256 over model.conf, a NUL byte and policy.csv, as loaded) and,
 per file, its path, size, SHA-256, owner and modification time on disk: who changed it, as far
-as the file system tells.
+as the file system tells; and ``loaded``, the text of both files as loaded (``model_conf``,
+``policy_csv``, digesting to ``digest_after``), which ``icegov policy why`` replays a later
+decision against: the trail keeps every policy a decision in it was made under.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class PolicyChange:
     before: str | None
     after: str
     files: tuple[Path, ...]  # model.conf, policy.csv
+    texts: tuple[str, str] = ("", "")  # model.conf and policy.csv as loaded (digest ``after``)
 
 
 PolicyListener = Callable[[PolicyChange], None]
@@ -40,7 +43,8 @@ def policy_record(change: PolicyChange) -> AuditRecord:
     endpoint = "policy_loaded" if change.before is None else "policy_reloaded"
     evidence: dict[str, Any] = {"policy": {
         "generation": change.generation, "digest_before": change.before,
-        "digest_after": change.after, "files": [file_facts(p) for p in change.files]}}
+        "digest_after": change.after, "files": [file_facts(p) for p in change.files],
+        "loaded": {"model_conf": change.texts[0], "policy_csv": change.texts[1]}}}
     return AuditRecord(request_id=f"policy-{change.generation}", method="INTERNAL",
                        path=str(change.files[-1]), endpoint=endpoint, decision="allow",
                        evidence=[evidence], status=200)

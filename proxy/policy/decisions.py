@@ -26,7 +26,7 @@ def decide(policy: CompiledPolicy, principal: Principal, action: Action, resourc
         subjects = subjects_of(policy, principal)
     rule = policy.index.decide(subjects, action, resource.parts)
     return Decision(allowed=rule is not None and rule.allow, action=action, resource=resource,
-                    rule=None if rule is None else rule.text)
+                    rule=None if rule is None else rule.text, policy=policy.files.digest)
 
 
 @dataclass(frozen=True)

@@ -41,11 +41,23 @@ class CompiledPolicy:
 def read_files(model_path: Path, policy_path: Path) -> PolicyFiles:
     """Both files as text. Raises ``FileChanging``, ``OSError`` or ``PolicyError`` (not UTF-8)."""
     (_, model_bytes), (_, policy_bytes) = read_stable(model_path), read_stable(policy_path)
+    return PolicyFiles(model_path, policy_path, _decode(model_bytes, model_path),
+                       _decode(policy_bytes, policy_path), policy_digest(model_bytes, policy_bytes))
+
+
+def files_from_text(model_path: Path, policy_path: Path, model_text: str,
+                    policy_text: str) -> PolicyFiles:
+    """Policy files given as text (e.g. as an audit record kept them), digested as on disk."""
+    return PolicyFiles(model_path, policy_path, model_text, policy_text,
+                       policy_digest(model_text.encode("utf-8"), policy_text.encode("utf-8")))
+
+
+def policy_digest(model_bytes: bytes, policy_bytes: bytes) -> str:
+    """SHA-256 over model.conf, a NUL byte and policy.csv: the policy's digest everywhere."""
     digest = hashlib.sha256()
     for chunk in (model_bytes, b"\0", policy_bytes):
         digest.update(chunk)
-    return PolicyFiles(model_path, policy_path, _decode(model_bytes, model_path),
-                       _decode(policy_bytes, policy_path), digest.hexdigest())
+    return digest.hexdigest()
 
 
 def _decode(data: bytes, path: Path) -> str:

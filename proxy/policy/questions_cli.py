@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -20,9 +21,17 @@ from proxy.policy.cli import _explanation_lines, _load, _resource, policy_files
 from proxy.policy.diff import GrantChange, PolicyDiff, diff_policies
 from proxy.policy.explain_reads import read_lines
 from proxy.policy.flips import Flip, flips
-from proxy.policy.loader import CompiledPolicy
+from proxy.policy.loader import CompiledPolicy, compile_files
+from proxy.policy.rules import PolicyError
 from proxy.policy.whocan import answer_lines, candidates, merged, who_can
-from proxy.policy.why import digest_note, find_record, principal_of, replay
+from proxy.policy.why import (
+    PolicyTrail,
+    digest_note,
+    find_record,
+    principal_of,
+    record_digest,
+    replay,
+)
 
 FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 DIRECTORY = click.Path(exists=True, file_okay=False, path_type=Path)
@@ -86,33 +95,62 @@ def who_can_command(model_path: Path, policy_path: Path, principals_path: Path |
               help="An audit file (repeat; a live file's rotated siblings are read too).")
 def why_command(model_path: Path, policy_path: Path, request_id: str,
                 audit_files: tuple[Path, ...]) -> None:
-    """Find REQUEST_ID's record, replay each decision it logged and print the rule trace."""
-    compiled = _load(model_path, policy_path)
-    record = find_record(request_id, raw_lines(stream_paths(audit_files)))
+    """Find REQUEST_ID's record, replay each decision it logged against the policy it was made
+    under (kept in the trail's policy records; else the files given) and print the rule trace."""
+    trail = PolicyTrail()
+    record = find_record(request_id, trail.watch(raw_lines(stream_paths(audit_files))))
     if record is None:
         click.echo(f"error: no record with request id {request_id!r}", err=True)
         raise SystemExit(2)
-    usable, note = digest_note(record, compiled)
+    compiled, usable, note = _policy_of(record, trail, model_path, policy_path)
     click.echo(f"request {request_id}: {record.get('method')} {record.get('path')} by "
                f"{record.get('principal')} (roles: {', '.join(record.get('roles') or ())}) "
                f"at {record.get('time')}: {record.get('decision')}, status {record.get('status')}")
     click.echo(f"  {note}")
+    agreed = _print_replays(record, compiled)
+    if not usable or not agreed:
+        raise SystemExit(1)
+
+
+def _policy_of(record: dict[str, Any], trail: PolicyTrail, model_path: Path,
+               policy_path: Path) -> tuple[CompiledPolicy, bool, str]:
+    """The policy to replay against, whether it is the one the record was decided under, and
+    what to say about it."""
+    logged = record_digest(record)
+    audited = trail.get(logged) if logged else None
+    if audited is None:
+        compiled = _load(model_path, policy_path)
+        return (compiled, *digest_note(record, compiled))
+    try:
+        compiled = compile_files(audited.files)
+    except PolicyError as exc:  # the trail's copy is what loaded then; say why it does not now
+        click.echo(f"error: the recorded policy {audited.files.digest[:12]} does not compile "
+                   f"here: {exc}", err=True)
+        raise SystemExit(2) from None
+    return compiled, True, (f"replayed against the policy it was decided under: digest "
+                            f"{audited.files.digest[:12]}, generation {audited.generation}, "
+                            f"loaded {audited.time} from {audited.files.policy_path} (as the "
+                            f"audit trail recorded it)")
+
+
+def _print_replays(record: dict[str, Any], compiled: CompiledPolicy) -> bool:
+    """Print every replayed decision's rule trace; True if each agrees with the record."""
     replays = replay(record, compiled)
     if not replays:
         click.echo("  the record logged no policy decision (nothing to replay)")
+    source = compiled.files.policy_path
     for item in replays:
         logged = "ALLOW" if item.logged.get("allowed") else "DENY"
         click.echo(f"logged {logged} by {item.logged.get('rule') or 'default deny'}; replay "
                    f"{'agrees' if item.agrees else 'DIFFERS'}:")
-        for line in _explanation_lines(item.explanation, policy_path):
+        for line in _explanation_lines(item.explanation, source):
             click.echo(line)
         if item.explanation.decision.action == Action.SELECT:
             caller = principal_of(record)
             assert caller is not None  # a replayed record names its caller
-            for line in read_lines(compiled, caller, item.resource, (), str(policy_path)):
+            for line in read_lines(compiled, caller, item.resource, (), str(source)):
                 click.echo(line)
-    if not usable or not all(item.agrees for item in replays):
-        raise SystemExit(1)
+    return all(item.agrees for item in replays)
 
 
 @click.command("diff")

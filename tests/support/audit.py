@@ -4,6 +4,7 @@ a clean ``ICEGOV__*`` environment."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,3 +78,13 @@ def refused_or_intact(first_path: Path, second_path: Path, verified: Path) -> No
     first.close()
     second.close()
     assert isinstance(verify([verified]), Intact)
+
+
+POLICY_ENDPOINTS = frozenset({"policy_loaded", "policy_reloaded"})
+
+
+def request_records(log: Path) -> list[dict[str, Any]]:
+    """The records of requests in ``log``: every record but the policy loads icegov writes at
+    start-up and at each reload (``proxy.policy.changes``)."""
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    return [r for r in records if r.get("endpoint") not in POLICY_ENDPOINTS]

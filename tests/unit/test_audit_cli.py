@@ -17,7 +17,7 @@ from proxy.audit import AuditSettings
 from proxy.audit.files import rotated_files
 from proxy.audit.schema import record_schema
 from proxy.cli import main
-from tests.support.audit import AuditDisk, a_record, no_icegov_environment, written  # noqa: F401
+from tests.support.audit import AuditDisk, a_record, no_icegov_environment, request_records, written  # noqa: F401
 from tests.support.errors import assert_error_model
 from tests.support.settings import ADMIN, settings_for_tests
 from tests.support.upstream import UPSTREAM, Upstream
@@ -105,7 +105,8 @@ def test_written_records_satisfy_the_shipped_json_schema(tmp_path: Path, key: st
                                                         hmac_key=key)) as client:
         exercise(client)
     records = [json.loads(line) for line in log.read_text().splitlines()]
-    assert len(records) == 6
+    assert len(records) == 7
+    assert records[0]["endpoint"] == "policy_loaded"  # the policy in force, then each request
     assert {r["decision"] for r in records} >= {"public", "allow", "refused", "unauthenticated"}
     validator = jsonschema.Draft202012Validator(schema)
     for record in records:
@@ -144,8 +145,9 @@ def test_fail_closed_refuses_changes_while_the_audit_cannot_be_written(
         assert client.post("/v1/namespaces", json={"namespace": ["x"]}).status_code == 200
     assert [r.method for r in upstream.seen[seen:]] == ["GET", "POST"]
     records = [json.loads(line) for line in log.read_text().splitlines()]
-    assert [r["seq"] for r in records] == [1, 6, 7, 8]  # the lost records show as a gap
-    ahead, final = records[2:]  # the change is on record before it is sent, then its outcome
+    assert records[0]["endpoint"] == "policy_loaded"
+    assert [r["seq"] for r in records] == [1, 2, 7, 8, 9]  # the lost records show as a gap
+    ahead, final = records[3:]  # the change is on record before it is sent, then its outcome
     assert ahead["request_id"] == final["request_id"] and ahead["method"] == "POST"
     assert (ahead["decision"], ahead["status"]) == ("allow", None)
     assert (final["decision"], final["status"]) == ("allow", 200)
@@ -179,7 +181,7 @@ def test_fail_closed_a_change_landed_before_the_audit_died_stays_on_record(
     with app_client(tmp_path, Upstream(land_then_lose_the_disk),
                     AuditSettings(stdout=False, file=log, fail_closed=True)) as client:
         assert client.post("/v1/namespaces", json={"namespace": ["x"]}).status_code == 200
-    (ahead,) = [json.loads(line) for line in log.read_text().splitlines()]
+    (ahead,) = request_records(log)
     assert (ahead["method"], ahead["path"]) == ("POST", "/v1/namespaces")
     assert (ahead["decision"], ahead["status"]) == ("allow", None)  # sent, outcome not recorded
 

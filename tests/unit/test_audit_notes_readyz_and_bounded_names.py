@@ -15,7 +15,10 @@ import httpx
 import pytest
 
 from proxy.audit import record as audit_record
-from tests.support.audit import no_icegov_environment  # noqa: F401
+from tests.support.audit import (
+    no_icegov_environment,  # noqa: F401
+    request_records,
+)
 from tests.support.errors import assert_error_model
 from tests.support.upstream import Upstream, client_for
 
@@ -23,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("no_icegov_environment")  # no ICEGOV__* of
 
 
 def records(log: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in log.read_text().splitlines()]
+    return request_records(log)
 
 
 # --------------------------------------------------------------- the purge note

@@ -72,11 +72,10 @@ def test_start_up_and_each_reload_are_audited_with_before_and_after(tmp_path: Pa
     assert "proven up to seq 2" in proven.output
 
 
-def test_the_app_audits_the_policy_at_start_up_when_asked(tmp_path: Path) -> None:
+def test_the_app_audits_the_policy_at_start_up_by_default(tmp_path: Path) -> None:
     log = tmp_path / "audit.log"
     settings = settings_for_tests(tmp_path, anonymous_admin=True, catalog_uri=UPSTREAM)
-    settings = settings.model_copy(update={"audit": AuditSettings(stdout=False, file=log,
-                                                                   policy_records=True)})
+    settings = settings.model_copy(update={"audit": AuditSettings(stdout=False, file=log)})
     app = create_app(settings, Backing(httpx.MockTransport(Upstream()), UPSTREAM))
     with TestClient(app):
         pass

@@ -4,7 +4,6 @@ what is kept and what is released, concurrent requests, expiry, and the advertis
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +16,7 @@ from starlette.testclient import TestClient
 
 from proxy.app import Backing, create_app
 from proxy.idempotency import store as store_module
+from tests.support.audit import request_records
 from tests.support.errors import assert_error_model
 from tests.support.settings import settings_for_tests
 from tests.support.upstream import UPSTREAM, Upstream, client_for, icegov_token
@@ -37,7 +37,7 @@ def idem_client(upstream: Upstream, tmp: Path, **idempotency: Any) -> TestClient
 
 
 def audit_records(tmp: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (tmp / "audit.log").read_text().splitlines()]
+    return request_records(tmp / "audit.log")
 
 
 def in_turn(answers: list[httpx.Response]) -> Callable[[httpx.Request], httpx.Response]:

@@ -20,7 +20,7 @@ from starlette.testclient import TestClient
 from proxy.app import Backing, create_app
 from proxy.audit import AuditSettings
 from proxy.audit.verify import verify
-from tests.support.audit import AuditDisk, no_icegov_environment, written  # noqa: F401
+from tests.support.audit import AuditDisk, no_icegov_environment, request_records, written  # noqa: F401
 from tests.support.errors import assert_error_model
 from tests.support.settings import settings_for_tests
 from tests.support.upstream import UPSTREAM, Upstream, client_for
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.usefixtures("no_icegov_environment")  # no ICEGOV__* of
 
 
 def records(log: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in log.read_text().splitlines()]
+    return request_records(log)
 
 
 def shell_glob(log: Path) -> list[Path]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -14,7 +15,12 @@ from proxy.audit import AuditLog, AuditRecord, AuditSettings
 from proxy.audit.files import rotated_files
 from proxy.cli import main
 from proxy.governance import Action, Decision, Principal
+from proxy.policy import PolicyAuthorizer
+from proxy.policy.changes import audited
+from proxy.policy.loader import load
+from proxy.policy.model import CANONICAL_MODEL
 from proxy.policy.patterns import resource_from_text
+from proxy.policy.settings import PolicySettings
 from tests.support.audit import no_icegov_environment  # noqa: F401
 from tests.support.settings import POLICIES
 from tests.support.upstream import Upstream, client_for, icegov_token
@@ -178,43 +184,120 @@ def app_audit(tmp_path: Path) -> Path:
     return tmp_path / "audit.log"
 
 
+def request_line(log: Path, request_id: str) -> dict[str, Any]:
+    return next(r for r in map(json.loads, log.read_text().splitlines())
+                if r["request_id"] == request_id)
+
+
 def test_why_replays_an_allowed_request_with_its_rule_trace(tmp_path: Path) -> None:
     log = app_audit(tmp_path)
+    digest = load(POLICIES / "model.conf", POLICIES / "policy.csv").files.digest
+    assert request_line(log, "why-allowed")["policy_digest"] == digest
     result = icegov("policy", "why", *FILES, "why-allowed", "--audit", str(log))
     assert result.exit_code == 0, result.output
     assert "by writer (roles: writer)" in result.output
-    assert "names no policy digest" in result.output
+    assert (f"replayed against the policy it was decided under: digest {digest[:12]}, "
+            "generation 1") in result.output
     assert "logged ALLOW by p, demo-reader, icegov.demo, BROWSE, allow; replay agrees:" \
         in result.output
     assert "ALLOW DESCRIBE on icegov.demo" in result.output
     assert "acts as:    demo-reader, writer" in result.output
 
 
-def test_why_replays_a_denied_request_and_flags_a_policy_that_now_differs(
+def test_why_replays_against_the_recorded_policy_not_the_files_as_they_are_now(
         tmp_path: Path) -> None:
     log = app_audit(tmp_path)
-    result = icegov("policy", "why", *FILES, "why-denied", "--audit", str(log))
+    changed = tmp_path / "changed.csv"  # the files given say otherwise: the trail's policy rules
+    changed.write_text((POLICIES / "policy.csv").read_text()
+                       + "p, writer, icegov.demo, DROP_NAMESPACE, allow\n")
+    result = icegov("policy", "why", "--model", str(POLICIES / "model.conf"),
+                    "--policy", str(changed), "why-denied", "--audit", str(log))
     assert result.exit_code == 0, result.output
     assert "logged DENY by default deny; replay agrees:" in result.output
+    assert "replayed against the policy it was decided under" in result.output
+
+
+def without_policy_records(log: Path, out: Path, **changes: Any) -> Path:
+    """``log``'s request records only (a trail written without policy records), each changed."""
+    kept = [{**r, **changes} for r in map(json.loads, log.read_text().splitlines())
+            if not r["endpoint"].startswith("policy_")]
+    out.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    return out
+
+
+def test_why_flags_a_replay_that_differs_where_the_trail_holds_no_policy(
+        tmp_path: Path) -> None:
+    log = without_policy_records(app_audit(tmp_path), tmp_path / "old.log", policy_digest=None)
     changed = tmp_path / "changed.csv"
     changed.write_text((POLICIES / "policy.csv").read_text()
                        + "p, writer, icegov.demo, DROP_NAMESPACE, allow\n")
     differs = icegov("policy", "why", "--model", str(POLICIES / "model.conf"),
                      "--policy", str(changed), "why-denied", "--audit", str(log))
     assert differs.exit_code == 1
+    assert "names no policy digest" in differs.output
     assert "replay DIFFERS" in differs.output
     assert "ALLOW DROP_NAMESPACE on icegov.demo" in differs.output
 
 
 def test_why_checks_a_digest_the_record_carries(tmp_path: Path) -> None:
-    log = app_audit(tmp_path)
-    record = json.loads(log.read_text().splitlines()[1])
-    record["policy_digest"] = "0" * 64
-    forged = tmp_path / "forged.log"
-    forged.write_text(json.dumps(record) + "\n")
+    forged = without_policy_records(app_audit(tmp_path), tmp_path / "forged.log",
+                                    policy_digest="0" * 64)
     result = icegov("policy", "why", *FILES, "why-allowed", "--audit", str(forged))
     assert result.exit_code == 1
     assert "policy digest MISMATCH" in result.output
+
+
+def test_a_policy_record_whose_text_was_altered_is_not_replayed_against(tmp_path: Path) -> None:
+    """The trail's copy counts only if it digests to what its record claims: an edited copy
+    (here: a rule granting the denied drop) is ignored, and the files given are checked."""
+    log = app_audit(tmp_path)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    loaded = lines[0]["evidence"][0]["policy"]["loaded"]
+    loaded["policy_csv"] += "p, writer, icegov.demo, DROP_NAMESPACE, allow\n"
+    edited = tmp_path / "edited.log"
+    edited.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    result = icegov("policy", "why", *FILES, "why-denied", "--audit", str(edited))
+    assert result.exit_code == 0, result.output
+    assert "matches the record's" in result.output  # the files given, not the edited copy
+    assert "replay agrees" in result.output
+
+
+def test_why_follows_a_reload_each_decision_against_its_own_policy(tmp_path: Path) -> None:
+    """Decisions before and after a reload each replay against the policy that made them,
+    whatever the files say when why runs."""
+    model, policy = tmp_path / "model.conf", tmp_path / "policy.csv"
+    model.write_text(CANONICAL_MODEL)
+    policy.write_text("p, writer, icegov.demo.*, INSERT, allow\n")
+    log = tmp_path / "audit.log"
+    audit = AuditLog(AuditSettings(stdout=False, file=log))
+    authorizer = PolicyAuthorizer.from_settings(PolicySettings(model_path=model,
+                                                               policy_path=policy))
+    authorizer.on_change(audited(audit))
+    writer, table = Principal("writer", ("writer",)), resource_from_text("icegov.demo.t")
+
+    def logged(request_id: str) -> None:
+        decision = authorizer.decide(writer, Action.DELETE, table)
+        audit.write(AuditRecord(request_id=request_id, method="POST", path="/v1/x",
+                                endpoint="commit_table", principal=writer,
+                                resources=(str(table),), decisions=(decision,),
+                                decision="allow" if decision.allowed else "deny", status=200))
+
+    logged("before")
+    policy.write_text("p, writer, icegov.demo.*, DELETE, allow\n")
+    assert authorizer.reload_if_changed()
+    logged("after")
+    policy.write_text("")  # now nobody may: each replay still agrees with its record
+    audit.close()
+    files = ["--model", str(model), "--policy", str(policy)]
+    before = icegov("policy", "why", *files, "before", "--audit", str(log))
+    assert before.exit_code == 0, before.output
+    assert "logged DENY by default deny; replay agrees" in before.output
+    assert "generation 1" in before.output
+    after = icegov("policy", "why", *files, "after", "--audit", str(log))
+    assert after.exit_code == 0, after.output
+    assert ("logged ALLOW by p, writer, icegov.demo.*, DELETE, allow; replay agrees"
+            in after.output)
+    assert "generation 2" in after.output
 
 
 def test_why_of_an_unknown_request_is_an_input_error(tmp_path: Path) -> None:
