@@ -12,6 +12,7 @@ import pytest
 
 from proxy.app import create_app
 from tests.support.servers import serve
+from tests.support import ocsf_watch
 from tests.support.settings import settings_for_tests
 
 BACKENDS = ("embedded", "reference")
@@ -45,6 +46,21 @@ def proxy_for(backend: str, workdir: Path, **settings: Any) -> Iterator[RunningP
         app = create_app(settings_for_tests(workdir, catalog_uri=catalog_uri, **settings))
         with serve(app) as url:
             yield RunningProxy(url, workdir, catalog_uri)
+
+
+@pytest.fixture(autouse=True)
+def ocsf_events_validate() -> Iterator[None]:
+    """After each test, every OCSF event icegov wrote during it validates against the OCSF JSON
+    Schema of its class (``tests.support.ocsf_watch``)."""
+    yield
+    ocsf_watch.check_written()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def ocsf_events_validate_at_the_end() -> Iterator[None]:
+    """What session-wide proxies wrote after the last test, validated once they stopped."""
+    yield
+    ocsf_watch.check_written()
 
 
 @pytest.fixture(scope="session", params=BACKENDS)

@@ -2,8 +2,10 @@
 
 ``to_ocsf`` turns one sealed record (the JSON object of one line, chain fields included) into
 one OCSF event: class 6005 Datastore Activity for table reads and data changes (loading a table,
-its credentials, planning its scans, committing to it), class 6003 API Activity for every other
-request. The mapping, field by field, is in proxy/audit/README.md ("OCSF events"). Whatever OCSF
+its credentials, planning its scans, committing to it) that name their table, class 6003 API
+Activity for every other request (a request refused before its table could be named, e.g. an
+invalid name, is one: 6005 requires the datastore object it acts on). The mapping, field by
+field, is in proxy/audit/README.md ("OCSF events"). Whatever OCSF
 has no field for (the chain's ``seq``/``prev``/``hash``, the commit evidence, the record's own
 decision word) is kept whole under ``unmapped.icegov``, so no fact of the record is lost.
 
@@ -54,7 +56,7 @@ def to_ocsf(record: dict[str, Any], policy_version: str | None = None) -> dict[s
     in force) becomes ``policy.version`` unless the record names its own ``policy_digest``."""
     _check(record)
     endpoint = str(record["endpoint"])
-    datastore = endpoint in TABLE_READS or endpoint in DATA_CHANGES
+    datastore = (endpoint in TABLE_READS or endpoint in DATA_CHANGES) and bool(_resources(record))
     event = _base(record, DATASTORE_ACTIVITY if datastore else API_ACTIVITY)
     activity = _datastore_activity(record) if datastore else _api_activity(record)
     names = DATASTORE_NAMES if datastore else API_NAMES
@@ -254,9 +256,7 @@ def _api_activity(record: dict[str, Any]) -> int:
 def _datastore(record: dict[str, Any]) -> dict[str, Any]:
     """The table (the first the request names; all are in ``unmapped``) and its namespace."""
     fields: dict[str, Any] = {"type_id": 3, "type": "Table"}
-    resources = [r for r in record.get("resources") or [] if isinstance(r, str)]
-    if not resources:
-        return fields
+    resources = _resources(record)
     try:
         segments = [name for name, _ in parse_segments(resources[0])]
     except SegmentError:
@@ -273,7 +273,11 @@ def _api(record: dict[str, Any]) -> dict[str, Any]:
                            "service": {"name": "icegov", "version": proxy.__version__},
                            "request": {"uid": record["request_id"]}}
     fields: dict[str, Any] = {"api": api}
-    resources = [r for r in record.get("resources") or [] if isinstance(r, str)]
+    resources = _resources(record)
     if resources:
         fields["resources"] = [{"uid": r, "name": r} for r in resources]
     return fields
+
+
+def _resources(record: dict[str, Any]) -> list[str]:
+    return [r for r in record.get("resources") or [] if isinstance(r, str)]

@@ -9,6 +9,7 @@ from proxy.audit import AuditSettings
 from proxy.identity import IdentitySettings
 from proxy.policy import PolicySettings
 from proxy.settings import Settings
+from tests.support.ocsf_watch import watch
 
 REPO = Path(__file__).resolve().parents[2]
 POLICIES = REPO / "policies"
@@ -19,7 +20,9 @@ ADMIN = "admin:admin-secret"
 def settings_for_tests(
     workdir: Path, *, anonymous_admin: bool = False, **overrides: Any
 ) -> Settings:
-    """Settings using the demo principals and policy; audit lines go to ``workdir/audit.log``."""
+    """Settings using the demo principals and policy; audit lines go to ``workdir/audit.log``,
+    and as OCSF events to ``workdir/audit.ocsf.jsonl``, each checked against its class's
+    schema after the test (``tests.support.ocsf_watch``)."""
     identity: dict[str, Any] = {"principals_file": POLICIES / "principals.yaml",
                                 "signing_key": TEST_SIGNING_KEY}
     if anonymous_admin:
@@ -34,6 +37,7 @@ def settings_for_tests(
         warehouse=overrides.pop("warehouse", workdir / "warehouse"),
         identity=IdentitySettings(**identity),
         policy=PolicySettings(**policy),
-        audit=AuditSettings(stdout=False, file=workdir / "audit.log"),
+        audit=AuditSettings(stdout=False, file=workdir / "audit.log",
+                            ocsf_file=watch(workdir / "audit.ocsf.jsonl")),
         **overrides,
     )
