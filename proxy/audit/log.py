@@ -127,6 +127,9 @@ class AuditLog:
         self._sinks: list[Sink] = (sinks if sinks is not None
                                    else _sinks(settings, policy_version))
         files = [s for s in self._sinks if isinstance(s, AuditFile)]
+        for ocsf in (s for s in self._sinks if isinstance(s, OcsfFile)):
+            for file in files[:1]:
+                file.on_rotate(ocsf.rotate)  # the OCSF file rotates with the audit file
         last = files[0].last_link() if files else None
         self._chain = Chain(settings.key_bytes(), last or START, settings.writer)
         self._lock = threading.Lock()
@@ -238,7 +241,7 @@ def _digests(settings: AuditSettings, file: AuditFile | None) -> DigestWriter | 
     writer = DigestWriter(file.path, load_private(settings.signing_key),
                           settings.digest_file or digest_path_for(file.path),
                           settings.digest_every_records, settings.digest_every_seconds)
-    file.on_rotate = lambda: writer.write("rotation")
+    file.on_rotate(lambda _rotated: writer.write("rotation"))
     writer.write("start")
     return writer
 
