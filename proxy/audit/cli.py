@@ -104,16 +104,22 @@ def verify_command(files: tuple[Path, ...], key: str | None, anchors: tuple[Link
               help="The account partition (accountId=…): the source's AWS account id.")
 @click.option("--policy-version", default=None, metavar="DIGEST",
               help="The policy files' digest to give as every event's policy version.")
+@click.option("--no-rotated", is_flag=True,
+              help="Read only the files named, not their rotated siblings.")
 def export_ocsf_command(files: tuple[Path, ...], out: Path, region: str, account_id: str,
-                        policy_version: str | None) -> None:
+                        policy_version: str | None, no_rotated: bool) -> None:
     """Write the records of FILES as OCSF Parquet under OUT, partitioned as Amazon Security
     Lake expects: OUT/<class>/region=R/accountId=A/eventDay=YYYYMMDD/*.parquet.
 
-    Verify the files first (`icegov audit verify`): the export checks no chain. Exit 0 listing
-    the files written; 2 when a line is not an audit record (nothing is written then).
+    A live file's rotated siblings (audit.log.<seq>-<time>) are read first, oldest first,
+    unless --no-rotated (as `icegov audit query` reads them). Records are streamed, memory
+    bounded whatever the input's size. Verify the files first (`icegov audit verify`): the
+    export checks no chain. Exit 0 listing the files written; 2 when a line is not an audit
+    record (nothing is written then).
     """
     try:
-        written = export_ocsf(files, out, region, account_id, policy_version)
+        written = export_ocsf(files, out, region, account_id, policy_version,
+                              rotated=not no_rotated)
     except ExportError as exc:
         raise Unreadable(str(exc)) from None
     except OSError as exc:

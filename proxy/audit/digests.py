@@ -5,7 +5,9 @@ show a cut tail at all. A digest closes both gaps for everything written before 
 secret to check: ``icegov audit verify --public-key`` holds only the public key. icegov appends
 one digest, one JSON line, to the digest file (``<audit file>.digests``) at start-up, every
 ``digest_every_records`` records or ``digest_every_seconds`` seconds (checked as records are
-written), at every rotation and at shutdown. Each says:
+written, and by a timer while none are: ``tick``, proxy/audit/digest_timer.py; a period in which
+no record was written gets no digest, since it would repeat the last), at every rotation and at
+shutdown. Each says:
 
 ``schema`` (``icegov.audit-digest/1``), ``digest`` (1, 2, … across the digest file), ``time``,
 ``reason`` (``start``, ``periodic``, ``rotation``, ``shutdown``), ``key_id``, ``last`` (the last
@@ -86,6 +88,11 @@ class DigestWriter:
         self._since = 0
         self._at = clock()
 
+    @property
+    def every_seconds(self) -> float | None:
+        """The period of periodic digests in seconds (None: by count only)."""
+        return self._every_seconds
+
     def after_write(self) -> None:
         """One more record is on disk: write a digest when one is due."""
         self._since += 1
@@ -94,6 +101,19 @@ class DigestWriter:
                    and self._clock() - self._at >= self._every_seconds)
         if by_count or by_time:
             self.write("periodic")
+
+    def tick(self) -> float | None:
+        """The timer's turn: write a periodic digest when ``every_seconds`` have passed since the
+        last digest and records were written since (none: it would only repeat the last one).
+        Answers the seconds until the next is due (None: no ``every_seconds``, no timer)."""
+        if self._every_seconds is None:
+            return None
+        left = self._every_seconds - (self._clock() - self._at)
+        if left > 0:
+            return left
+        if self._since:
+            self.write("periodic")  # a failure is logged; the next tick or record tries again
+        return self._every_seconds
 
     def write(self, reason: str) -> bool:
         """Sign and append a digest of the files as they are now; False (logged) on OSError."""

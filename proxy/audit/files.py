@@ -79,6 +79,15 @@ def rotated_files(path: Path) -> list[Path]:
     return sorted(p for p in siblings if _ROTATED.fullmatch(p.name[len(path.name):]))
 
 
+def rotation_suffix(name: str) -> str:
+    """What rotation appended to a file's name (``.<first seq>-<UTC time>``); ValueError when
+    ``name`` is no rotated file's."""
+    found = _ROTATED.search(name)
+    if found is None or found.end() != len(name):
+        raise ValueError(f"{name!r} is not a rotated file's name")
+    return found.group(0)
+
+
 class AuditFile:
     """The file sink. Not thread-safe by itself (``AuditLog`` holds one lock)."""
 
@@ -95,7 +104,7 @@ class AuditFile:
         self._opened_at = 0.0
         self._first_seq: int | None = None
         self.resumed_from: Path | None = None
-        self.on_rotate: Callable[[], object] | None = None  # called once a rotation is done
+        self._rotation_listeners: list[Callable[[Path], object]] = []
         path.parent.mkdir(parents=True, exist_ok=True)
         self._hold_lock()
         self._set_legacy_aside()
@@ -106,6 +115,12 @@ class AuditFile:
     @property
     def name(self) -> str:
         return str(self.path)
+
+    def on_rotate(self, listener: Callable[[Path], object]) -> None:
+        """Call ``listener`` with the rotated file's new path after every rotation (once the new
+        file is open, before the record that was due is written), in the order added. An
+        ``OSError`` it raises is logged (``audit.rotation_listener_failed``), never the write's."""
+        self._rotation_listeners.append(listener)
 
     def last_link(self) -> Link | None:
         """Where the chain on disk ended when the file was opened (None: nothing written yet)."""
@@ -218,8 +233,12 @@ class AuditFile:
         os.rename(self.path, target)
         log.info("audit.rotated", file=str(target))
         self._open()
-        if self.on_rotate is not None:
-            self.on_rotate()
+        for listener in self._rotation_listeners:
+            try:
+                listener(target)
+            except OSError as exc:
+                log.error("audit.rotation_listener_failed", file=str(target),
+                          error_type=type(exc).__name__, errno=exc.errno)
 
     def _abandon_partial(self) -> None:
         """After a failed write: cut the file back to its last whole line when possible and

@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Protocol
@@ -25,6 +26,7 @@ from typing import IO, Protocol
 import structlog
 
 from proxy.audit.chain import START, Chain
+from proxy.audit.digest_timer import DigestTimer
 from proxy.audit.digests import DigestWriter, digest_path_for
 from proxy.audit.files import AuditFile
 from proxy.audit.ocsf_sink import OcsfFile
@@ -125,11 +127,15 @@ class AuditLog:
         self._sinks: list[Sink] = (sinks if sinks is not None
                                    else _sinks(settings, policy_version))
         files = [s for s in self._sinks if isinstance(s, AuditFile)]
+        for ocsf in (s for s in self._sinks if isinstance(s, OcsfFile)):
+            for file in files[:1]:
+                file.on_rotate(ocsf.rotate)  # the OCSF file rotates with the audit file
         last = files[0].last_link() if files else None
         self._chain = Chain(settings.key_bytes(), last or START, settings.writer)
         self._lock = threading.Lock()
         self._closed = False
         self._digests = _digests(settings, files[0] if files else None)
+        self._timer = _digest_timer(self)
         if self._sinks:
             resumed_from = files[0].resumed_from if files else None
             log.info("audit.resumed", seq=self._chain.last.seq, hash=self._chain.last.hash,
@@ -175,10 +181,21 @@ class AuditLog:
             if self._digests is not None:
                 self._digests.after_write()
 
+    def tick_digests(self) -> float | None:
+        """The digest timer's turn, under the lock: a periodic digest when one is due (records
+        written, ``digest_every_seconds`` passed); the seconds until the next look, None once
+        closed or without digests (the timer then ends)."""
+        with self._lock:
+            if self._closed or self._digests is None:
+                return None
+            return self._digests.tick()
+
     def _reopen(self) -> None:
         """A write after close: the file sink is reopened and the chain continues from where the
         file ends now (if it cannot be reopened, the write fails and is counted)."""
         self._closed = False
+        if self._timer is None or not self._timer.running:
+            self._timer = _digest_timer(self)
         files = [s for s in self._sinks if isinstance(s, AuditFile)]
         if not files:
             return
@@ -190,6 +207,9 @@ class AuditLog:
 
     def close(self) -> None:
         """Close every sink and log where the chain ended (``audit.closed``)."""
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.stop()  # outside the lock: its tick takes it
         with self._lock:
             if self._closed:
                 return
@@ -221,9 +241,23 @@ def _digests(settings: AuditSettings, file: AuditFile | None) -> DigestWriter | 
     writer = DigestWriter(file.path, load_private(settings.signing_key),
                           settings.digest_file or digest_path_for(file.path),
                           settings.digest_every_records, settings.digest_every_seconds)
-    file.on_rotate = lambda: writer.write("rotation")
+    file.on_rotate(lambda _rotated: writer.write("rotation"))
     writer.write("start")
     return writer
+
+
+def _digest_timer(audit: AuditLog) -> DigestTimer | None:
+    """While ``audit`` writes signed digests every so many seconds, a timer that writes them
+    while no record is written too. It holds the log weakly: a log dropped unclosed ends it."""
+    if audit._digests is None or audit._digests.every_seconds is None:
+        return None
+    ref = weakref.ref(audit)
+
+    def tick() -> float | None:
+        alive = ref()
+        return None if alive is None else alive.tick_digests()
+
+    return DigestTimer(tick).start()
 
 
 def _sinks(settings: AuditSettings,

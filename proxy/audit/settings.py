@@ -50,8 +50,9 @@ class AuditSettings(BaseModel):
     digest_every_records: int | None = Field(
         default=1000, gt=0, description="Write a digest after this many records.")
     digest_every_seconds: float | None = Field(
-        default=60.0, gt=0, description="Write a digest at the first record this long after "
-                                        "the last digest.")
+        default=60.0, gt=0, description="Write a digest this long after the last one when "
+                                        "records were written since (checked as records are "
+                                        "written and by a timer while none are).")
     policy_records: bool = Field(
         default=True, description="Write the policy in force as an audit record at start-up and "
                                   "every reload: its digest before/after, the files' owner and "
