@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from proxy.app import create_app
-from tests.support.servers import serve
 from tests.support import ocsf_watch
+from tests.support.servers import serve
 from tests.support.settings import settings_for_tests
 
 BACKENDS = ("embedded", "reference")
