@@ -103,7 +103,8 @@ def verify_command(files: tuple[Path, ...], key: str | None, anchors: tuple[Link
 @click.option("--account-id", default="000000000000", show_default=True,
               help="The account partition (accountId=…): the source's AWS account id.")
 @click.option("--policy-version", default=None, metavar="DIGEST",
-              help="The policy files' digest to give as every event's policy version.")
+              help="The policy version of events whose records name no policy_digest "
+                   "(records written before icegov wrote it).")
 @click.option("--no-rotated", is_flag=True,
               help="Read only the files named, not their rotated siblings.")
 def export_ocsf_command(files: tuple[Path, ...], out: Path, region: str, account_id: str,
