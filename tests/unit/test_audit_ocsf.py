@@ -25,6 +25,7 @@ from proxy.cli import main
 from proxy.ops.workers import for_worker
 from proxy.policy.loader import read_files
 from proxy.settings import load_settings
+from tests.support import ocsf_watch
 from tests.support.ocsf import ocsf_errors
 from tests.support.servers import serve
 from tests.support.settings import ADMIN, POLICIES, settings_for_tests
@@ -219,3 +220,28 @@ def test_each_worker_writes_its_own_ocsf_file(tmp_path: Path) -> None:
                                     "ocsf_file": str(tmp_path / "audit.ocsf.jsonl")})
     assert for_worker(settings, 2, tmp_path).audit.ocsf_file == tmp_path / "audit.ocsf.w2.jsonl"
     assert for_worker(load_settings(audit={"file": None}), 2, tmp_path).audit.ocsf_file is None
+
+
+def test_the_tests_watch_catches_an_invalid_event(tmp_path: Path) -> None:
+    """The guard every test runs after it (``tests.support.ocsf_watch``) fails on an event that
+    breaks its class's schema, and reads a growing file once."""
+    path = ocsf_watch.watch(tmp_path / "audit.ocsf.jsonl")
+    record = {"time": "2026-11-28T06:00:00.000+00:00", "request_id": "r", "method": "GET",
+              "path": "/v1/config", "endpoint": "config", "decision": "public", "status": 200}
+    event = to_ocsf(record)
+    path.write_text(json.dumps(event) + "\n")
+    ocsf_watch.check_written()  # valid: passes, and is not read again
+    path.write_text(path.read_text() + json.dumps({**event, "severity_id": "high"}) + "\n")
+    with pytest.raises(AssertionError, match="severity_id"):
+        ocsf_watch.check_written()
+    path.unlink()
+    ocsf_watch.check_written()  # a file gone is nothing to check
+
+
+def test_a_table_read_refused_before_its_table_is_named_is_api_activity() -> None:
+    record = {"time": "2026-11-28T06:00:00.000+00:00", "request_id": "r", "method": "GET",
+              "path": "/v1/namespaces/db/tables/A%00", "endpoint": "load_table",
+              "decision": "refused", "status": 400, "resources": []}
+    event = to_ocsf(record)
+    assert event["class_uid"] == 6003
+    assert ocsf_errors(event) == []
