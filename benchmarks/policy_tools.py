@@ -5,8 +5,8 @@ Inputs are generated: a policy of ``--rules`` rules in ``benchmarks/policy.py``'
 a mask and a row filter per 50 rules; ``--principals`` principals with one to three team roles;
 a changed copy of the policy (1% of the lines removed, as many added, two role grants changed);
 and an audit file of ``--records`` records shaped as icegov writes them (sorted keys, compact
-JSON, one decision each, about 640 bytes). Each tool is timed in-process, as the CLI runs it
-(policy loading included), wall clock, best of ``--repeat``.
+JSON, one decision each, the policy's digest, about 800 bytes). Each tool is timed in-process,
+as the CLI runs it (policy loading included), wall clock, best of ``--repeat``.
 
 Run: ``python benchmarks/policy_tools.py [--rules 10000] [--records 1000000]``. Prints a
 markdown table.
@@ -80,6 +80,7 @@ def people(shape: Shape, rng: random.Random, count: int) -> dict[str, tuple[str,
 def write_audit(path: Path, count: int, shape: Shape, who: dict[str, tuple[str, ...]],
                 rng: random.Random) -> None:
     names = list(who)
+    digest = hashlib.sha256(b"policy").hexdigest()
     actions = ("SELECT", "DESCRIBE", "INSERT", "DELETE", "LIST")
     prev = "0" * 64
     with path.open("w") as handle:
@@ -89,6 +90,7 @@ def write_audit(path: Path, count: int, shape: Shape, who: dict[str, tuple[str, 
             action = actions[rng.randrange(5)]
             allowed = rng.random() < 0.8
             record = _record(seq, prev, name, who[name], table, action, allowed)
+            record["policy_digest"] = digest
             line = json.dumps(record, sort_keys=True, separators=(",", ":"))
             prev = hashlib.sha256(line.encode()).hexdigest() if seq % 1000 == 0 else prev
             handle.write(line[:-1] + f',"hash":"{prev}"}}\n')

@@ -75,7 +75,7 @@ def diff_policies(old: CompiledPolicy, new: CompiledPolicy,
     """Every grant of ``among`` that ``new`` decides differently from ``old``."""
     old_lines, new_lines = _lines(old), _lines(new)
     added, removed = new_lines.keys() - old_lines.keys(), old_lines.keys() - new_lines.keys()
-    changed = [new_lines[k] for k in added] + [old_lines[k] for k in removed]
+    changed = _changed(old, new)
     touched = frozenset(_subject(item) for item in changed)
     universe = _Universe(old, new)
     people = list(among)
@@ -95,7 +95,20 @@ def diff_policies(old: CompiledPolicy, new: CompiledPolicy,
                       tuple(sorted(old_lines[k].text for k in removed)), touched)
 
 
+def changed_subjects(old: CompiledPolicy, new: CompiledPolicy) -> frozenset[str]:
+    """The subjects of the lines one policy has and the other has not (``PolicyDiff.touched``,
+    without deciding anything)."""
+    return frozenset(_subject(item) for item in _changed(old, new))
+
+
 Line = Rule | Grant | Restriction
+
+
+def _changed(old: CompiledPolicy, new: CompiledPolicy) -> list[Line]:
+    """The lines added (first) and removed."""
+    old_lines, new_lines = _lines(old), _lines(new)
+    added, removed = new_lines.keys() - old_lines.keys(), old_lines.keys() - new_lines.keys()
+    return [new_lines[k] for k in added] + [old_lines[k] for k in removed]
 
 
 def _lines(policy: CompiledPolicy) -> dict[str, Line]:

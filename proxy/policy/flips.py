@@ -6,10 +6,11 @@ policy, as a subject of a changed line can flip, so a line is parsed only when i
 role of the caller is one of those names. The caller is read from the line's bytes first: the
 last ``"principal":`` and ``"roles":[`` are the record's own (keys are sorted, and the only
 objects after them, the ``rules`` entries, hold neither key); a value with an escape in it
-sends the line to the parse. Of a line that passes only the caller and the rules are decoded,
-and a decision is made twice (old, new) only when a changed rule can match it or the caller's
-roles changed; the whole record is decoded only for a decision that flips.
-"""
+sends the line to the parse; the answer is kept per (caller, roles) text. Of a line that
+passes only the caller and the rules are decoded, and a decision is made twice (old, new) only
+when a changed rule can match it or the caller's roles changed; the whole record is decoded only
+for a decision that flips. ``FlipFinder`` is this prepared once, for several streams or pieces
+(``proxy.policy.diff_audit`` reads pieces of one stream in several processes)."""
 
 from __future__ import annotations
 
@@ -52,14 +53,27 @@ def names_touching(touched: frozenset[str], *policies: CompiledPolicy) -> frozen
 def flips(old: CompiledPolicy, new: CompiledPolicy, touched: frozenset[str],
           lines: Iterable[bytes]) -> Iterator[Flip]:
     """Every logged decision in ``lines`` that ``old`` and ``new`` decide differently."""
-    names = names_touching(touched, old, new)
-    if not names:
-        return
-    wanted = frozenset(needle(n) for n in names)
-    judge = _Judge(old, new)
-    for line in lines:
-        if _may_touch(line, wanted):
-            yield from _record_flips(line, names, judge)
+    return FlipFinder(old, new, touched).flips(lines)
+
+
+class FlipFinder:
+    """``flips`` prepared once (the names to look for, the judge and its caches), for reading
+    several streams or pieces of one with the same two policies."""
+
+    def __init__(self, old: CompiledPolicy, new: CompiledPolicy,
+                 touched: frozenset[str]) -> None:
+        self.names = names_touching(touched, old, new)
+        self.wanted = frozenset(needle(n) for n in self.names)
+        self.judge = _Judge(old, new)
+        self.seen: dict[tuple[bytes, bytes], bool] = {}  # (principal, roles) texts: may touch
+
+    def flips(self, lines: Iterable[bytes]) -> Iterator[Flip]:
+        """Every logged decision in ``lines`` that the two policies decide differently."""
+        if not self.names:
+            return
+        for line in lines:
+            if _may_touch(line, self.wanted, self.seen):
+                yield from _record_flips(line, self.names, self.judge)
 
 
 class _Judge:
@@ -118,11 +132,14 @@ class _Caller:
 
 _PRINCIPAL, _ROLES, _RULES = b'"principal":', b'"roles":[', b'"rules":'
 _DECODER = json.JSONDecoder()
+_SEEN_MAX = 100_000
 
 
-def _may_touch(line: bytes, wanted: frozenset[bytes]) -> bool:
+def _may_touch(line: bytes, wanted: frozenset[bytes],
+               seen: dict[tuple[bytes, bytes], bool]) -> bool:
     """False only when the line's caller and roles, read from its bytes, are none of
-    ``wanted`` (JSON string texts); anything unusual is True (parsed and checked)."""
+    ``wanted`` (JSON string texts); anything unusual is True (parsed and checked). ``seen``
+    keeps the answer for each (caller, roles) text pair met."""
     at, roles_at = line.rfind(_PRINCIPAL), line.rfind(_ROLES)
     if at < 0 or roles_at < 0:
         return True
@@ -131,8 +148,19 @@ def _may_touch(line: bytes, wanted: frozenset[bytes]) -> bool:
         return False
     end = line.find(b'"', start + 1) + 1
     roles_end = line.find(b"]", roles_at)
-    principal, roles = line[start:end], line[roles_at + len(_ROLES):roles_end]
-    if b"\\" in principal or b"\\" in roles or end <= start or roles_end < 0:
+    if end <= start or roles_end < 0:
+        return True
+    key = line[start:end], line[roles_at + len(_ROLES):roles_end]
+    found = seen.get(key)
+    if found is None:
+        if len(seen) >= _SEEN_MAX:
+            seen.clear()  # a stream of ever new callers costs time, never unbounded memory
+        found = seen[key] = _names_may_touch(*key, wanted)
+    return found
+
+
+def _names_may_touch(principal: bytes, roles: bytes, wanted: frozenset[bytes]) -> bool:
+    if b"\\" in principal or b"\\" in roles:
         return True
     if principal in wanted:
         return True
