@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -30,28 +30,34 @@ _PIECES_PER_WORKER = 4  # a worker slowed by the diff beside it leaves pieces to
 _finder: list[FlipFinder] = []  # the forked workers' (set before the fork, inherited)
 
 
-def diff_and_flips(old: CompiledPolicy, new: CompiledPolicy, among: Iterable[Candidate],
-                   paths: Sequence[Path], workers: int | None = None,
+def diff_and_flips(old: CompiledPolicy, new: CompiledPolicy,
+                   among: Callable[[], Iterable[Candidate]], paths: Sequence[Path],
+                   workers: int | None = None,
                    piece_size: int | None = None) -> tuple[PolicyDiff, list[Flip]]:
-    """The diff of ``old`` and ``new`` over ``among`` and every logged decision in ``paths``
-    (read in that order) that the change flips. ``workers`` processes read the audit
-    (default: one per usable core; 0 or 1: one pass, here); ``piece_size`` bytes each piece
-    (default: about four pieces per worker)."""
+    """The diff of ``old`` and ``new`` over the candidates ``among()`` gives (called once the
+    workers run: gathering them overlaps the audit pass) and every logged decision in
+    ``paths`` (read in that order) that the change flips. ``workers`` processes read the
+    audit (default: one per usable core; 0 or 1: one pass, here); ``piece_size`` bytes each
+    piece (default: about four pieces per worker)."""
     finder = FlipFinder(old, new, changed_subjects(old, new))
     count = _usable_cores() if workers is None else workers
     total = sum(path.stat().st_size for path in paths)
     size = piece_size or max(_MIN_PIECE, total // max(1, count * _PIECES_PER_WORKER) + 1)
     work = pieces(paths, size) if count > 1 and finder.names else []
     if len(work) < 2 or "fork" not in multiprocessing.get_all_start_methods():
-        found = diff_policies(old, new, among)
+        found = diff_policies(old, new, among())
         return found, list(finder.flips(raw_lines(paths)))
     _finder[:] = [finder]
     try:
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(min(count, len(work)), mp_context=context) as pool:
             futures = [pool.submit(_piece_flips, piece) for piece in work]
-            found = diff_policies(old, new, among)
-            flipped = [flip for future in futures for flip in future.result()]
+            try:
+                found = diff_policies(old, new, among())
+                flipped = [flip for future in futures for flip in future.result()]
+            except BaseException:
+                pool.shutdown(wait=True, cancel_futures=True)  # no piece read for nothing
+                raise
     finally:
         _finder.clear()
     return found, flipped

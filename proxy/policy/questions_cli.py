@@ -22,7 +22,7 @@ from proxy.policy.diff_audit import diff_and_flips
 from proxy.policy.explain_reads import read_lines
 from proxy.policy.flips import Flip
 from proxy.policy.loader import CompiledPolicy
-from proxy.policy.whocan import answer_lines, candidates, merged, who_can
+from proxy.policy.whocan import Candidate, answer_lines, candidates, merged, who_can
 from proxy.policy.why import digest_note, find_record, principal_of, replay
 
 FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -131,14 +131,15 @@ def diff_command(principals_path: Path | None, old_dir: Path, new_dir: Path,
     '*' stands for any name no rule mentions.
     """
     old, new = (_load_dir(d) for d in (old_dir, new_dir))
-    among = merged(candidates(old, {}), candidates(new, _principals(principals_path)))
+
+    def among() -> list[Candidate]:
+        return merged(candidates(old, {}), candidates(new, _principals(principals_path)))
+
     if not audit_files:
-        for line in diff_lines(diff_policies(old, new, among)):
-            click.echo(line)
+        click.echo("\n".join(diff_lines(diff_policies(old, new, among()))))
         return
     found, flipped = diff_and_flips(old, new, among, stream_paths(audit_files))
-    for line in diff_lines(found) + flip_lines(flipped):
-        click.echo(line)
+    click.echo("\n".join(diff_lines(found) + flip_lines(flipped)))
 
 
 def _load_dir(directory: Path) -> CompiledPolicy:
