@@ -84,6 +84,7 @@ class _Judge:
         self.old, self.new = old, new
         before, after = set(old.parsed.rules), set(new.parsed.rules)
         self.changed = RuleIndex(before ^ after, ())
+        self.changed_subjects = frozenset(rule.subject for rule in before ^ after)
         self.callers: dict[tuple[str, tuple[str, ...]], _Caller] = {}
         self.resources: dict[str, tuple[str, ...] | None] = {}
 
@@ -92,8 +93,9 @@ class _Judge:
         if found is None:
             old, new = self.old.index, self.new.index
             all_old, all_new = old.subjects(name, roles), new.subjects(name, roles)
-            found = _Caller(old.ruled(all_old), new.ruled(all_new), all_old | all_new,
-                            all_old != all_new)
+            acting = all_old | all_new
+            found = _Caller(old.ruled(all_old), new.ruled(all_new),
+                            tuple(sorted(acting & self.changed_subjects)), all_old != all_new)
             self.callers[(name, roles)] = found
         return found
 
@@ -107,15 +109,13 @@ class _Judge:
 
     def flipped(self, caller: _Caller, action: str, resource: str) -> bool | None:
         """The new verdict when it differs from the old one, else None."""
-        parts = self.parts(resource)
-        try:
-            act = Action(action)
-        except ValueError:
-            return None
-        if parts is None:
+        if not caller.roles_changed and not caller.changing:
+            return None  # no changed rule is the caller's, and its roles are the same
+        parts, act = self.parts(resource), _ACTIONS.get(action)
+        if parts is None or act is None:
             return None
         if not caller.roles_changed and next(
-                self.changed.matching(caller.acting, act, parts), None) is None:
+                self.changed.matching(caller.changing, act, parts), None) is None:
             return None
         was = _allows(self.old.index.decide(caller.old, act, parts))
         now = _allows(self.new.index.decide(caller.new, act, parts))
@@ -126,13 +126,14 @@ class _Judge:
 class _Caller:
     old: tuple[str, ...]  # ruled subjects under the old policy
     new: tuple[str, ...]
-    acting: frozenset[str]  # every subject under either
+    changing: tuple[str, ...]  # the subjects it acts as (either policy) with changed rules
     roles_changed: bool
 
 
 _PRINCIPAL, _ROLES, _RULES = b'"principal":', b'"roles":[', b'"rules":'
 _DECODER = json.JSONDecoder()
 _SEEN_MAX = 100_000
+_ACTIONS = {action.value: action for action in Action}
 
 
 def _may_touch(line: bytes, wanted: frozenset[bytes],
