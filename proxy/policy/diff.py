@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from operator import attrgetter
 
 from proxy.governance import Action
 from proxy.policy.effects import Restriction
@@ -90,7 +91,8 @@ def diff_policies(old: CompiledPolicy, new: CompiledPolicy,
             for parts, actions in universe.reached_by(item, old, new):
                 for number in affected:
                     checks[(number, parts)] |= actions
-    changes = sorted(_without_beneath(list(_decided_apart(old, new, people, checks))))
+    changes = sorted(_without_beneath(list(_decided_apart(old, new, people, checks))),
+                     key=_FIELDS)  # the dataclass order, compared in C
     return PolicyDiff(tuple(changes), tuple(sorted(new_lines[k].text for k in added)),
                       tuple(sorted(old_lines[k].text for k in removed)), touched)
 
@@ -102,6 +104,7 @@ def changed_subjects(old: CompiledPolicy, new: CompiledPolicy) -> frozenset[str]
 
 
 Line = Rule | Grant | Restriction
+_FIELDS = attrgetter(*(f.name for f in fields(GrantChange)))
 
 
 def _changed(old: CompiledPolicy, new: CompiledPolicy) -> list[Line]:
