@@ -8,14 +8,21 @@ the first piece on, while this process reads the principals and computes the dif
 the pieces no worker has begun, from the last one back. The pieces' flips are joined in stream
 order, so the answer is the one a single pass over the lines gives, in the same order. With one
 core, or a stream too small to cut, it is that single pass.
+
+``collection_paused`` keeps Python's cycle collector off meanwhile: loading, diffing and reading
+allocate millions of acyclic objects (freed by reference counting as before) next to the large,
+long-lived compiled policies, which every full collection would walk again (about a fifth of
+the CPU time at 10k rules and 1M records).
 """
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 from proxy.audit.pieces import Piece, piece_lines, pieces
@@ -79,6 +86,18 @@ def _joined(futures: list[Future[list[Flip]]], work: list[Piece],
 def _piece_flips(piece: Piece) -> list[Flip]:
     """A worker's task: the flips of one piece, with the finder inherited from the fork."""
     return list(_finder[0].flips(piece_lines(piece)))
+
+
+@contextmanager
+def collection_paused() -> Iterator[None]:
+    """No cycle collection inside (see the module); the collector's state is restored after."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _usable_cores() -> int:

@@ -18,7 +18,7 @@ from proxy.audit.query import raw_lines, stream_paths
 from proxy.governance import Action
 from proxy.policy.cli import _explanation_lines, _load, _resource, policy_files
 from proxy.policy.diff import GrantChange, PolicyDiff, diff_policies
-from proxy.policy.diff_audit import diff_and_flips
+from proxy.policy.diff_audit import collection_paused, diff_and_flips
 from proxy.policy.explain_reads import read_lines
 from proxy.policy.flips import Flip
 from proxy.policy.loader import CompiledPolicy
@@ -130,6 +130,12 @@ def diff_command(principals_path: Path | None, old_dir: Path, new_dir: Path,
     Each directory holds model.conf and policy.csv (as policies/ does). A resource shown with
     '*' stands for any name no rule mentions.
     """
+    with collection_paused():
+        _diff(principals_path, old_dir, new_dir, audit_files)
+
+
+def _diff(principals_path: Path | None, old_dir: Path, new_dir: Path,
+          audit_files: tuple[Path, ...]) -> None:
     old, new = (_load_dir(d) for d in (old_dir, new_dir))
 
     def among() -> list[Candidate]:

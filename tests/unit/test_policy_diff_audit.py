@@ -3,6 +3,7 @@ the same diff, the same flips in the same order, over rotated files and cuts ins
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from proxy.audit.pieces import piece_lines, pieces
 from proxy.audit.query import raw_lines, stream_paths
 from proxy.governance import Action
 from proxy.policy.diff import changed_subjects, diff_policies
-from proxy.policy.diff_audit import diff_and_flips
+from proxy.policy.diff_audit import collection_paused, diff_and_flips
 from proxy.policy.flips import flips
 from proxy.policy.loader import CompiledPolicy, load
 from proxy.policy.whocan import Candidate, candidates, merged
@@ -103,3 +104,17 @@ def test_no_worker_is_the_single_pass(tmp_path: Path) -> None:
     found, flipped = diff_and_flips(old, new, lambda: among, paths, workers=0)
     assert flipped == list(flips(old, new, found.touched, raw_lines(paths)))
     assert found.touched == changed_subjects(old, new)
+
+
+def test_the_cycle_collector_is_off_inside_and_as_before_after() -> None:
+    assert gc.isenabled()
+    with collection_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collection_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
