@@ -195,8 +195,9 @@ def measure(work: Path, audit: Path, who: dict[str, tuple[str, ...]],
 
 
 def cli_diff(work: Path, audit: Path, who: dict[str, tuple[str, ...]]) -> str:
-    """``icegov policy diff OLD NEW --audit FILE`` in a process of its own (start-up, imports,
-    loading, the diff, the audit pass and printing all included): what it printed, in short."""
+    """``icegov policy diff OLD NEW --audit FILE --principals FILE`` in a process of its own
+    (start-up, imports, loading, the diff, the audit pass and printing all included): what it
+    printed, in short."""
     principals = work / "principals.yaml"
     if not principals.exists():
         entries = [{"name": name, "roles": list(roles), "secret_hash": _SECRET_HASH}
@@ -208,8 +209,10 @@ def cli_diff(work: Path, audit: Path, who: dict[str, tuple[str, ...]]) -> str:
                         str(principals), str(work / "old"), str(work / "new"), "--audit",
                         str(audit)], stdout=handle, check=True,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
-    counts = [line for line in output.read_text().splitlines() if not line.startswith(" ")]
-    return "; ".join(counts)
+    counts = dict(line.rsplit(": ", 1) for line in output.read_text().splitlines()
+                  if line.startswith(("grants", "logged")))
+    return (f"{counts['grants gained']} gained, {counts['grants lost']} lost, "
+            f"{counts['logged decisions that flip']} flip")
 
 
 _SECRET_HASH = ("scrypt$16384$8$1$5HYV9l70NuNdR14/9scNDg==$"
