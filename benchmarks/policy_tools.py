@@ -5,8 +5,8 @@ Inputs are generated: a policy of ``--rules`` rules in ``benchmarks/policy.py``'
 a mask and a row filter per 50 rules; ``--principals`` principals with one to three team roles;
 a changed copy of the policy (1% of the lines removed, as many added, two role grants changed);
 and an audit file of ``--records`` records shaped as icegov writes them (sorted keys, compact
-JSON, one decision each, about 640 bytes). Each tool is timed in-process, as the CLI runs it
-(policy loading included), wall clock, best of ``--repeat``.
+JSON, one decision each, the policy's digest, about 800 bytes). Each tool is timed in-process,
+as the CLI runs it (policy loading included), wall clock, best of ``--repeat``.
 
 Run: ``python benchmarks/policy_tools.py [--rules 10000] [--records 1000000]``. Prints a
 markdown table.
@@ -17,7 +17,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +43,7 @@ from proxy.policy.whocan import candidates, merged, who_can
 from proxy.policy.why import find_record, replay
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def write_policy(directory: Path, text: str) -> None:
@@ -80,6 +83,7 @@ def people(shape: Shape, rng: random.Random, count: int) -> dict[str, tuple[str,
 def write_audit(path: Path, count: int, shape: Shape, who: dict[str, tuple[str, ...]],
                 rng: random.Random) -> None:
     names = list(who)
+    digest = hashlib.sha256(b"policy").hexdigest()
     actions = ("SELECT", "DESCRIBE", "INSERT", "DELETE", "LIST")
     prev = "0" * 64
     with path.open("w") as handle:
@@ -89,6 +93,7 @@ def write_audit(path: Path, count: int, shape: Shape, who: dict[str, tuple[str, 
             action = actions[rng.randrange(5)]
             allowed = rng.random() < 0.8
             record = _record(seq, prev, name, who[name], table, action, allowed)
+            record["policy_digest"] = digest
             line = json.dumps(record, sort_keys=True, separators=(",", ":"))
             prev = hashlib.sha256(line.encode()).hexdigest() if seq % 1000 == 0 else prev
             handle.write(line[:-1] + f',"hash":"{prev}"}}\n')
@@ -177,6 +182,9 @@ def measure(work: Path, audit: Path, who: dict[str, tuple[str, ...]],
         before, after, found.touched, raw_lines([audit]))), args.repeat)
     rows.append(("diff --audit: decisions that flip", records, f"{flipped} flip",
                  f"{seconds:.2f}"))
+    seconds, printed = timed(lambda: cli_diff(work, audit, who), args.repeat)
+    rows.append(("diff --audit end to end (as the CLI runs it)", f"{size}, {records}",
+                 printed, f"{seconds:.2f}"))
     last = f"req-{args.records}"
     seconds, trace = timed(lambda: replay(find_record(last, raw_lines([audit])) or {},
                                           policy("old")), args.repeat)
@@ -184,6 +192,31 @@ def measure(work: Path, audit: Path, who: dict[str, tuple[str, ...]],
                  f"{seconds:.2f}"))
     rows += queries(audit, records, next(iter(who)), args.repeat)
     return rows
+
+
+def cli_diff(work: Path, audit: Path, who: dict[str, tuple[str, ...]]) -> str:
+    """``icegov policy diff OLD NEW --audit FILE --principals FILE`` in a process of its own
+    (start-up, imports, loading, the diff, the audit pass and printing all included): what it
+    printed, in short."""
+    principals = work / "principals.yaml"
+    if not principals.exists():
+        entries = [{"name": name, "roles": list(roles), "secret_hash": _SECRET_HASH}
+                   for name, roles in who.items()]
+        principals.write_text(json.dumps({"principals": entries}))  # JSON is YAML
+    output = work / "diff.out"
+    with output.open("wb") as handle:
+        subprocess.run([sys.executable, "-m", "proxy.cli", "policy", "diff", "--principals",
+                        str(principals), str(work / "old"), str(work / "new"), "--audit",
+                        str(audit)], stdout=handle, check=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    counts = dict(line.rsplit(": ", 1) for line in output.read_text().splitlines()
+                  if line.startswith(("grants", "logged")))
+    return (f"{counts['grants gained']} gained, {counts['grants lost']} lost, "
+            f"{counts['logged decisions that flip']} flip")
+
+
+_SECRET_HASH = ("scrypt$16384$8$1$5HYV9l70NuNdR14/9scNDg==$"
+                "0Jvkj6rzvqwnLqVlvU34h+I+ZvmMfCDVw4Z4lyidmu0=")
 
 
 def queries(audit: Path, records: str, name: str,

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from operator import attrgetter
 
 from proxy.governance import Action
 from proxy.policy.effects import Restriction
@@ -75,7 +76,7 @@ def diff_policies(old: CompiledPolicy, new: CompiledPolicy,
     """Every grant of ``among`` that ``new`` decides differently from ``old``."""
     old_lines, new_lines = _lines(old), _lines(new)
     added, removed = new_lines.keys() - old_lines.keys(), old_lines.keys() - new_lines.keys()
-    changed = [new_lines[k] for k in added] + [old_lines[k] for k in removed]
+    changed = _changed(old, new)
     touched = frozenset(_subject(item) for item in changed)
     universe = _Universe(old, new)
     people = list(among)
@@ -90,12 +91,27 @@ def diff_policies(old: CompiledPolicy, new: CompiledPolicy,
             for parts, actions in universe.reached_by(item, old, new):
                 for number in affected:
                     checks[(number, parts)] |= actions
-    changes = sorted(_without_beneath(list(_decided_apart(old, new, people, checks))))
+    changes = sorted(_without_beneath(list(_decided_apart(old, new, people, checks))),
+                     key=_FIELDS)  # the dataclass order, compared in C
     return PolicyDiff(tuple(changes), tuple(sorted(new_lines[k].text for k in added)),
                       tuple(sorted(old_lines[k].text for k in removed)), touched)
 
 
+def changed_subjects(old: CompiledPolicy, new: CompiledPolicy) -> frozenset[str]:
+    """The subjects of the lines one policy has and the other has not (``PolicyDiff.touched``,
+    without deciding anything)."""
+    return frozenset(_subject(item) for item in _changed(old, new))
+
+
 Line = Rule | Grant | Restriction
+_FIELDS = attrgetter(*(f.name for f in fields(GrantChange)))
+
+
+def _changed(old: CompiledPolicy, new: CompiledPolicy) -> list[Line]:
+    """The lines added (first) and removed."""
+    old_lines, new_lines = _lines(old), _lines(new)
+    added, removed = new_lines.keys() - old_lines.keys(), old_lines.keys() - new_lines.keys()
+    return [new_lines[k] for k in added] + [old_lines[k] for k in removed]
 
 
 def _lines(policy: CompiledPolicy) -> dict[str, Line]:

@@ -6,10 +6,11 @@ policy, as a subject of a changed line can flip, so a line is parsed only when i
 role of the caller is one of those names. The caller is read from the line's bytes first: the
 last ``"principal":`` and ``"roles":[`` are the record's own (keys are sorted, and the only
 objects after them, the ``rules`` entries, hold neither key); a value with an escape in it
-sends the line to the parse. Of a line that passes only the caller and the rules are decoded,
-and a decision is made twice (old, new) only when a changed rule can match it or the caller's
-roles changed; the whole record is decoded only for a decision that flips.
-"""
+sends the line to the parse; the answer is kept per (caller, roles) text. Of a line that
+passes only the caller and the rules are decoded, and a decision is made twice (old, new) only
+when a changed rule can match it or the caller's roles changed; the whole record is decoded only
+for a decision that flips. ``FlipFinder`` is this prepared once, for several streams or pieces
+(``proxy.policy.diff_audit`` reads pieces of one stream in several processes)."""
 
 from __future__ import annotations
 
@@ -52,14 +53,27 @@ def names_touching(touched: frozenset[str], *policies: CompiledPolicy) -> frozen
 def flips(old: CompiledPolicy, new: CompiledPolicy, touched: frozenset[str],
           lines: Iterable[bytes]) -> Iterator[Flip]:
     """Every logged decision in ``lines`` that ``old`` and ``new`` decide differently."""
-    names = names_touching(touched, old, new)
-    if not names:
-        return
-    wanted = frozenset(needle(n) for n in names)
-    judge = _Judge(old, new)
-    for line in lines:
-        if _may_touch(line, wanted):
-            yield from _record_flips(line, names, judge)
+    return FlipFinder(old, new, touched).flips(lines)
+
+
+class FlipFinder:
+    """``flips`` prepared once (the names to look for, the judge and its caches), for reading
+    several streams or pieces of one with the same two policies."""
+
+    def __init__(self, old: CompiledPolicy, new: CompiledPolicy,
+                 touched: frozenset[str]) -> None:
+        self.names = names_touching(touched, old, new)
+        self.wanted = frozenset(needle(n) for n in self.names)
+        self.judge = _Judge(old, new)
+        self.seen: dict[tuple[bytes, bytes], bool] = {}  # (principal, roles) texts: may touch
+
+    def flips(self, lines: Iterable[bytes]) -> Iterator[Flip]:
+        """Every logged decision in ``lines`` that the two policies decide differently."""
+        if not self.names:
+            return
+        for line in lines:
+            if _may_touch(line, self.wanted, self.seen):
+                yield from _record_flips(line, self.names, self.judge)
 
 
 class _Judge:
@@ -70,6 +84,7 @@ class _Judge:
         self.old, self.new = old, new
         before, after = set(old.parsed.rules), set(new.parsed.rules)
         self.changed = RuleIndex(before ^ after, ())
+        self.changed_subjects = frozenset(rule.subject for rule in before ^ after)
         self.callers: dict[tuple[str, tuple[str, ...]], _Caller] = {}
         self.resources: dict[str, tuple[str, ...] | None] = {}
 
@@ -78,8 +93,9 @@ class _Judge:
         if found is None:
             old, new = self.old.index, self.new.index
             all_old, all_new = old.subjects(name, roles), new.subjects(name, roles)
-            found = _Caller(old.ruled(all_old), new.ruled(all_new), all_old | all_new,
-                            all_old != all_new)
+            acting = all_old | all_new
+            found = _Caller(old.ruled(all_old), new.ruled(all_new),
+                            tuple(sorted(acting & self.changed_subjects)), all_old != all_new)
             self.callers[(name, roles)] = found
         return found
 
@@ -93,15 +109,13 @@ class _Judge:
 
     def flipped(self, caller: _Caller, action: str, resource: str) -> bool | None:
         """The new verdict when it differs from the old one, else None."""
-        parts = self.parts(resource)
-        try:
-            act = Action(action)
-        except ValueError:
-            return None
-        if parts is None:
+        if not caller.roles_changed and not caller.changing:
+            return None  # no changed rule is the caller's, and its roles are the same
+        parts, act = self.parts(resource), _ACTIONS.get(action)
+        if parts is None or act is None:
             return None
         if not caller.roles_changed and next(
-                self.changed.matching(caller.acting, act, parts), None) is None:
+                self.changed.matching(caller.changing, act, parts), None) is None:
             return None
         was = _allows(self.old.index.decide(caller.old, act, parts))
         now = _allows(self.new.index.decide(caller.new, act, parts))
@@ -112,17 +126,21 @@ class _Judge:
 class _Caller:
     old: tuple[str, ...]  # ruled subjects under the old policy
     new: tuple[str, ...]
-    acting: frozenset[str]  # every subject under either
+    changing: tuple[str, ...]  # the subjects it acts as (either policy) with changed rules
     roles_changed: bool
 
 
 _PRINCIPAL, _ROLES, _RULES = b'"principal":', b'"roles":[', b'"rules":'
 _DECODER = json.JSONDecoder()
+_SEEN_MAX = 100_000
+_ACTIONS = {action.value: action for action in Action}
 
 
-def _may_touch(line: bytes, wanted: frozenset[bytes]) -> bool:
+def _may_touch(line: bytes, wanted: frozenset[bytes],
+               seen: dict[tuple[bytes, bytes], bool]) -> bool:
     """False only when the line's caller and roles, read from its bytes, are none of
-    ``wanted`` (JSON string texts); anything unusual is True (parsed and checked)."""
+    ``wanted`` (JSON string texts); anything unusual is True (parsed and checked). ``seen``
+    keeps the answer for each (caller, roles) text pair met."""
     at, roles_at = line.rfind(_PRINCIPAL), line.rfind(_ROLES)
     if at < 0 or roles_at < 0:
         return True
@@ -131,8 +149,19 @@ def _may_touch(line: bytes, wanted: frozenset[bytes]) -> bool:
         return False
     end = line.find(b'"', start + 1) + 1
     roles_end = line.find(b"]", roles_at)
-    principal, roles = line[start:end], line[roles_at + len(_ROLES):roles_end]
-    if b"\\" in principal or b"\\" in roles or end <= start or roles_end < 0:
+    if end <= start or roles_end < 0:
+        return True
+    key = line[start:end], line[roles_at + len(_ROLES):roles_end]
+    found = seen.get(key)
+    if found is None:
+        if len(seen) >= _SEEN_MAX:
+            seen.clear()  # a stream of ever new callers costs time, never unbounded memory
+        found = seen[key] = _names_may_touch(*key, wanted)
+    return found
+
+
+def _names_may_touch(principal: bytes, roles: bytes, wanted: frozenset[bytes]) -> bool:
+    if b"\\" in principal or b"\\" in roles:
         return True
     if principal in wanted:
         return True

@@ -19,11 +19,12 @@ from proxy.audit.query import raw_lines, stream_paths
 from proxy.governance import Action
 from proxy.policy.cli import _explanation_lines, _load, _resource, policy_files
 from proxy.policy.diff import GrantChange, PolicyDiff, diff_policies
+from proxy.policy.diff_audit import collection_paused, diff_and_flips
 from proxy.policy.explain_reads import read_lines
-from proxy.policy.flips import Flip, flips
+from proxy.policy.flips import Flip
 from proxy.policy.loader import CompiledPolicy, compile_files
 from proxy.policy.rules import PolicyError
-from proxy.policy.whocan import answer_lines, candidates, merged, who_can
+from proxy.policy.whocan import Candidate, answer_lines, candidates, merged, who_can
 from proxy.policy.why import (
     PolicyTrail,
     digest_note,
@@ -167,15 +168,22 @@ def diff_command(principals_path: Path | None, old_dir: Path, new_dir: Path,
     Each directory holds model.conf and policy.csv (as policies/ does). A resource shown with
     '*' stands for any name no rule mentions.
     """
+    with collection_paused():
+        _diff(principals_path, old_dir, new_dir, audit_files)
+
+
+def _diff(principals_path: Path | None, old_dir: Path, new_dir: Path,
+          audit_files: tuple[Path, ...]) -> None:
     old, new = (_load_dir(d) for d in (old_dir, new_dir))
-    among = merged(candidates(old, {}), candidates(new, _principals(principals_path)))
-    found = diff_policies(old, new, among)
-    for line in diff_lines(found):
-        click.echo(line)
-    if audit_files:
-        flipped = list(flips(old, new, found.touched, raw_lines(stream_paths(audit_files))))
-        for line in flip_lines(flipped):
-            click.echo(line)
+
+    def among() -> list[Candidate]:
+        return merged(candidates(old, {}), candidates(new, _principals(principals_path)))
+
+    if not audit_files:
+        click.echo("\n".join(diff_lines(diff_policies(old, new, among()))))
+        return
+    found, flipped = diff_and_flips(old, new, among, stream_paths(audit_files))
+    click.echo("\n".join(diff_lines(found) + flip_lines(flipped)))
 
 
 def _load_dir(directory: Path) -> CompiledPolicy:
