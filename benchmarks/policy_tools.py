@@ -5,7 +5,8 @@ Inputs are generated: a policy of ``--rules`` rules in ``benchmarks/policy.py``'
 a mask and a row filter per 50 rules; ``--principals`` principals with one to three team roles;
 a changed copy of the policy (1% of the lines removed, as many added, two role grants changed);
 and an audit file of ``--records`` records shaped as icegov writes them (sorted keys, compact
-JSON, one decision each, the policy's digest, about 800 bytes). Each tool is timed in-process,
+JSON, one decision each, the policy's digest, about 800 bytes) that begins with the policy's
+load record (both files' text, as icegov writes it at start-up). Each tool is timed in-process,
 as the CLI runs it (policy loading included), wall clock, best of ``--repeat``.
 
 Run: ``python benchmarks/policy_tools.py [--rules 10000] [--records 1000000]``. Prints a
@@ -34,6 +35,7 @@ from policy import Shape, policy_text
 
 from proxy.audit.query import Query, raw_lines
 from proxy.governance import Action
+from proxy.policy.changes import PolicyChange, policy_record
 from proxy.policy.diff import diff_policies
 from proxy.policy.flips import flips
 from proxy.policy.loader import CompiledPolicy, load
@@ -81,12 +83,21 @@ def people(shape: Shape, rng: random.Random, count: int) -> dict[str, tuple[str,
 
 
 def write_audit(path: Path, count: int, shape: Shape, who: dict[str, tuple[str, ...]],
-                rng: random.Random) -> None:
+                rng: random.Random, policy: CompiledPolicy) -> None:
+    """The policy's load record first (as icegov writes it at start-up: both files' text),
+    then ``count`` decisions, each naming that policy's digest."""
     names = list(who)
-    digest = hashlib.sha256(b"policy").hexdigest()
+    digest = policy.files.digest
     actions = ("SELECT", "DESCRIBE", "INSERT", "DELETE", "LIST")
     prev = "0" * 64
     with path.open("w") as handle:
+        loaded = policy_record(PolicyChange(1, None, digest, (policy.files.model_path,
+                                                               policy.files.policy_path),
+                                            (policy.files.model_text,
+                                             policy.files.policy_text))).to_event()
+        handle.write(json.dumps({**loaded, "event": "audit", "schema": "icegov.audit/2",
+                                 "seq": 0, "prev": prev}, sort_keys=True,
+                                separators=(",", ":")) + "\n")
         for seq in range(1, count + 1):
             name = names[rng.randrange(len(names))]
             table = f"icegov.ns{rng.randrange(shape.namespaces)}.t{rng.randrange(20)}"
@@ -140,7 +151,8 @@ def main() -> None:
         who = people(shape, rng, args.principals)
         audit = work / "audit.log"
         start = time.perf_counter()
-        write_audit(audit, args.records, shape, who, rng)
+        write_audit(audit, args.records, shape, who, rng,
+                    load(work / "old" / "model.conf", work / "old" / "policy.csv"))
         print(f"generated {args.records} records ({audit.stat().st_size / 1e6:.0f} MB) in "
               f"{time.perf_counter() - start:.1f} s", file=sys.stderr)
         rows = measure(work, audit, who, args)
@@ -190,6 +202,9 @@ def measure(work: Path, audit: Path, who: dict[str, tuple[str, ...]],
                                           policy("old")), args.repeat)
     rows.append(("why (the last record)", records, f"{len(trace)} decision replayed",
                  f"{seconds:.2f}"))
+    seconds, said = timed(lambda: cli_why(work, audit, last), args.repeat)
+    rows.append(("why end to end (as the CLI runs it: the policy from the trail)",
+                 f"{size}, {records}", said, f"{seconds:.2f}"))
     rows += queries(audit, records, next(iter(who)), args.repeat)
     return rows
 
@@ -213,6 +228,22 @@ def cli_diff(work: Path, audit: Path, who: dict[str, tuple[str, ...]]) -> str:
                   if line.startswith(("grants", "logged")))
     return (f"{counts['grants gained']} gained, {counts['grants lost']} lost, "
             f"{counts['logged decisions that flip']} flip")
+
+
+def cli_why(work: Path, audit: Path, request_id: str) -> str:
+    """``icegov policy why REQUEST_ID --audit FILE`` in a process of its own, given the *new*
+    policy files: it must replay against the old policy the trail recorded (compiled from the
+    trail's text). What it said, in short."""
+    done = subprocess.run([sys.executable, "-m", "proxy.cli", "policy", "why", "--model",
+                           str(work / "new" / "model.conf"), "--policy",
+                           str(work / "new" / "policy.csv"), request_id, "--audit", str(audit)],
+                          capture_output=True, text=True, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    # exit 1 is a replay that differs: the generated verdicts are random, not the policy's
+    if done.returncode not in (0, 1) or "as the audit trail recorded it" not in done.stdout:
+        raise SystemExit(f"why failed ({done.returncode}): {done.stdout}{done.stderr}")
+    return "replayed against the trail's policy, " + (
+        "agrees" if "replay agrees" in done.stdout else "differs")
 
 
 _SECRET_HASH = ("scrypt$16384$8$1$5HYV9l70NuNdR14/9scNDg==$"
