@@ -21,7 +21,8 @@ from proxy.ops.logs import reset_logging
 def a_record(n: int, method: str = "GET", endpoint: str = "load_table") -> AuditRecord:
     """The ``n``-th of a run of allowed requests."""
     return AuditRecord(request_id=f"req-{n}", method=method, path=f"/v1/namespaces/db/tables/t{n}",
-                       endpoint=endpoint, decision="allow", status=200)
+                       endpoint=endpoint, resources=(f"icegov.db.t{n}",), decision="allow",
+                       status=200)
 
 
 def written(path: Path, count: int, method: str = "GET", endpoint: str = "load_table",
