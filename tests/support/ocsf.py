@@ -27,3 +27,12 @@ def ocsf_errors(event: dict[str, Any]) -> list[str]:
     validator = ocsf_validator(int(event["class_uid"]))
     return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
             for e in validator.iter_errors(event)]
+
+
+def without_nulls(value: Any) -> Any:
+    """What an event says, with the nulls a Parquet column gives for absent fields dropped."""
+    if isinstance(value, dict):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [without_nulls(v) for v in value]
+    return value

@@ -26,7 +26,7 @@ from proxy.ops.workers import for_worker
 from proxy.policy.loader import read_files
 from proxy.settings import load_settings
 from tests.support import ocsf_watch
-from tests.support.ocsf import ocsf_errors
+from tests.support.ocsf import ocsf_errors, without_nulls
 from tests.support.servers import serve
 from tests.support.settings import ADMIN, POLICIES, settings_for_tests
 
@@ -180,26 +180,17 @@ def test_the_export_writes_security_lake_partitions_pyarrow_reads_back(
     for record in records:
         row = by_hash[record["hash"]]
         assert row["region"] == "eu-west-1" and str(row["accountId"]) == "123456789012"
-        event = {k: v for k, v in _without_nulls(row).items()
+        event = {k: v for k, v in without_nulls(row).items()
                  if k not in ("region", "accountId", "eventDay")}
         event["unmapped"] = json.loads(event["unmapped"])
         expected = to_ocsf(record)
         assert event["unmapped"] == expected["unmapped"]
-        assert _but_unmapped(event) == _without_nulls(_but_unmapped(expected))
+        assert _but_unmapped(event) == without_nulls(_but_unmapped(expected))
         assert ocsf_errors(event) == []
 
 
 def _but_unmapped(event: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in event.items() if k != "unmapped"}
-
-
-def _without_nulls(value: Any) -> Any:
-    """What the event says, with the nulls a Parquet column gives for absent fields dropped."""
-    if isinstance(value, dict):
-        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_without_nulls(v) for v in value]
-    return value
 
 
 def test_the_export_refuses_a_line_that_is_no_record_and_writes_nothing(

@@ -19,6 +19,7 @@ from proxy.audit.ocsf import DATASTORE_ACTIVITY, to_ocsf
 from proxy.audit.ocsf_arrow import Unfit, batch
 from proxy.audit.ocsf_export import ExportError, export_ocsf
 from tests.support.audit import a_record
+from tests.support.ocsf import without_nulls
 
 START = datetime(2026, 11, 27, 12, tzinfo=UTC)
 
@@ -44,23 +45,15 @@ def back(out: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _without_nulls(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_without_nulls(v) for v in value]
-    return value
-
-
 def assert_round_trip(lines: list[str], out: Path) -> None:
     rows = {row["metadata"]["uid"]: row for row in back(out)}
     assert len(rows) == len(lines)
     for line in lines:
         expected = to_ocsf(json.loads(line))
-        row = _without_nulls(rows.pop(expected["metadata"]["uid"]))
+        row = without_nulls(rows.pop(expected["metadata"]["uid"]))
         row = {k: v for k, v in row.items() if k not in ("region", "accountId", "eventDay")}
         assert json.loads(row.pop("unmapped")) == expected.pop("unmapped")
-        assert row == _without_nulls(expected)
+        assert row == without_nulls(expected)
 
 
 def test_a_large_input_is_written_in_bounded_row_groups_and_every_event_round_trips(
