@@ -83,8 +83,8 @@ def audited_policy(record: dict[str, Any]) -> AuditedPolicy | None:
         if not isinstance(policy, dict) or not isinstance(loaded := policy.get("loaded"), dict):
             continue
         model, rules = loaded.get("model_conf"), loaded.get("policy_csv")
-        if not (isinstance(model, str) and isinstance(rules, str)):
-            continue
+        if not (isinstance(model, str) and isinstance(rules, str)) or "\0" in model:
+            continue  # a NUL in the model would let another split of the bytes claim the digest
         paths = [f.get("path") for f in policy.get("files") or () if isinstance(f, dict)]
         files = files_from_text(_recorded(paths, 0, "model.conf"),
                                 _recorded(paths, 1, "policy.csv"), model, rules)

@@ -17,10 +17,11 @@ from proxy.cli import main
 from proxy.governance import Action, Decision, Principal
 from proxy.policy import PolicyAuthorizer
 from proxy.policy.changes import audited
-from proxy.policy.loader import load
+from proxy.policy.loader import files_from_text, load
 from proxy.policy.model import CANONICAL_MODEL
 from proxy.policy.patterns import resource_from_text
 from proxy.policy.settings import PolicySettings
+from proxy.policy.why import audited_policy
 from tests.support.audit import no_icegov_environment  # noqa: F401
 from tests.support.settings import POLICIES
 from tests.support.upstream import Upstream, client_for, icegov_token
@@ -366,3 +367,21 @@ def test_diff_audit_flips_through_a_changed_role_grant(tmp_path: Path) -> None:
     flipped = result.output.split("logged decisions that flip: ")[1].splitlines()
     assert [line.strip().split(" ", 1)[1] for line in flipped[1:]] == [
         "g-1 analyst: SELECT on icegov.audit.events: logged deny, now allow"]
+
+
+def test_a_recorded_model_holding_a_nul_is_not_taken_from_the_trail() -> None:
+    """The digest hashes model, NUL, policy: a policy holding a NUL has another split of the same
+    bytes (part of it moved into the model) claiming the same digest, so a recorded model
+    holding a NUL is never replayed against."""
+    model, rules = CANONICAL_MODEL, "p, writer, icegov.demo.*, INSERT, allow\n#\0\n"
+    digest = files_from_text(Path("m"), Path("p"), model, rules).digest
+
+    def record(model_conf: str, policy_csv: str) -> dict[str, Any]:
+        return {"endpoint": "policy_loaded", "time": "t", "evidence": [{"policy": {
+            "generation": 1, "digest_after": digest, "files": [],
+            "loaded": {"model_conf": model_conf, "policy_csv": policy_csv}}}]}
+
+    assert audited_policy(record(model, rules)) is not None
+    head, tail = rules.split("\0")
+    assert files_from_text(Path("m"), Path("p"), model + "\0" + head, tail).digest == digest
+    assert audited_policy(record(model + "\0" + head, tail)) is None
