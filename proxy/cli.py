@@ -8,24 +8,32 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 import structlog
-import uvicorn
 
 from proxy import defaults
-from proxy.catalog.store import CatalogDriverMissing
-from proxy.identity.principals import PrincipalsFileError
-from proxy.identity.settings import IdentityConfigError
 from proxy.ops.logs import configure_logging
 from proxy.policy.rules import PolicyError
-from proxy.settings import Settings, SettingsError, load_settings
+
+if TYPE_CHECKING:
+    from proxy.settings import Settings
 
 log = structlog.get_logger("icegov")
 
-STARTUP_ERRORS = (SettingsError, PolicyError, PrincipalsFileError, IdentityConfigError, OSError,
-                  CatalogDriverMissing)
+
+def startup_errors() -> tuple[type[BaseException], ...]:
+    """What an operator can fix when icegov cannot start. Imported here, not at the top: the
+    server stack (settings, catalog drivers, uvicorn) loads only for the commands that serve,
+    so ``icegov policy`` and ``icegov audit`` start in a fraction of the time."""
+    from proxy.catalog.store import CatalogDriverMissing
+    from proxy.identity.principals import PrincipalsFileError
+    from proxy.identity.settings import IdentityConfigError
+    from proxy.settings import SettingsError
+
+    return (SettingsError, PolicyError, PrincipalsFileError, IdentityConfigError, OSError,
+            CatalogDriverMissing)
 
 
 class StartupError(click.ClickException):
@@ -39,6 +47,8 @@ class StartupError(click.ClickException):
 
 def describe_startup_error(exc: BaseException) -> str:
     """One line saying what is wrong: the file or setting, and the reason."""
+    from proxy.settings import SettingsError
+
     if isinstance(exc, SettingsError):
         return f"bad settings: {exc}"
     if isinstance(exc, OSError):
@@ -51,6 +61,8 @@ def describe_startup_error(exc: BaseException) -> str:
 
 def _settings(**options: Any) -> Settings:
     """Settings from the environment, overridden by the flags actually given."""
+    from proxy.settings import SettingsError, load_settings
+
     given = {k: v for k, v in options.items() if v is not None}
     try:
         settings = load_settings(**given)
@@ -67,6 +79,8 @@ fails with a reset, which clients do not retry)."""
 
 
 def _run(app: Any, settings: Settings, **extra: Any) -> None:
+    import uvicorn
+
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
                 log_config=None, access_log=False, proxy_headers=False, server_header=False,
                 timeout_keep_alive=KEEP_ALIVE_SECONDS, ws="none", **extra)
@@ -131,7 +145,7 @@ def serve(workers: int, **options: Any) -> None:
     _announce_policy(settings)
     try:  # with workers, only a check: each worker writes its own audit file
         app = create_app(settings if workers == 1 else _without_audit_file(settings))
-    except STARTUP_ERRORS as exc:
+    except startup_errors() as exc:
         raise StartupError(describe_startup_error(exc)) from None
     if workers == 1:
         _run(app, settings)
@@ -153,7 +167,7 @@ def catalog(**options: Any) -> None:
     settings = _settings(**options)
     try:
         app = EmbeddedCatalog.from_settings(settings).app
-    except STARTUP_ERRORS as exc:
+    except startup_errors() as exc:
         raise StartupError(describe_startup_error(exc)) from None
     _run(app, settings)
 

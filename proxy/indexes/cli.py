@@ -8,11 +8,6 @@ FileIO that catalog hands out: what it prints is what any icegov replica would f
 from __future__ import annotations
 
 import click
-from pyiceberg.catalog.rest import RestCatalog
-from pyiceberg.exceptions import NoSuchTableError, RESTError
-
-from proxy.commits.index_property import BLOOM_FILTER_COLUMNS
-from proxy.indexes.status import index_status
 
 
 @click.group()
@@ -33,6 +28,12 @@ def status_command(table: str, uri: str, credential: str | None, token: str | No
                    warehouse: str | None) -> None:
     """Print, per indexed column of TABLE (namespace.table), how many live data files have
     a stored filter."""
+    from pyiceberg.catalog.rest import RestCatalog  # here: other icegov commands start faster
+    from pyiceberg.exceptions import NoSuchTableError, RESTError
+
+    from proxy.commits.index_property import BLOOM_FILTER_COLUMNS
+    from proxy.indexes.status import index_status
+
     properties = {"uri": uri}
     properties.update({k: v for k, v in (("credential", credential), ("token", token),
                                          ("warehouse", warehouse)) if v})
