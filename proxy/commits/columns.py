@@ -17,12 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any
 
 import pyarrow as pa
 from pyiceberg.exceptions import ResolveError
 from pyiceberg.io.pyarrow import pyarrow_to_schema
 from pyiceberg.manifest import DataFile, DataFileContent
+from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema, index_by_id, promote
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.name_mapping import NameMapping, parse_mapping_from_json
@@ -57,11 +59,22 @@ class FileRules:
     columns: Mapping[int, NestedField]
     name_mapping: NameMapping | None
     format_version: int
+    specs: Mapping[int, PartitionSpec] = dataclass_field(default_factory=dict)
+    added_spec: PartitionSpec | None = None  # the last ``add-spec`` of the commit, if any
 
     @classmethod
     def of(cls, metadata: TableMetadata) -> FileRules:
         """The rules of a table as ``metadata`` describes it."""
-        return cls(table_columns(metadata), metadata.name_mapping(), metadata.format_version)
+        return cls(table_columns(metadata), metadata.name_mapping(), metadata.format_version,
+                   metadata.specs())
+
+    def spec_of(self, spec_id: int | None) -> PartitionSpec | None:
+        """The partition spec ``spec_id`` names: the table's, or one the commit adds (a spec
+        id the commit's ``add-spec`` left to the catalog is taken as the one it adds)."""
+        found = self.specs.get(spec_id) if spec_id is not None else None
+        if found is None and self.added_spec is not None:
+            return self.added_spec
+        return found
 
     @classmethod
     def after(cls, base: TableMetadata | None, updates: Iterable[Any]) -> FileRules:
@@ -71,16 +84,33 @@ class FileRules:
         schemas = list(base.schemas) if base is not None else []
         properties = dict(base.properties) if base is not None else {}
         version = base.format_version if base is not None else 1
+        specs = dict(base.specs()) if base is not None else {}
+        added = None
         for update in updates:
             action = update.get("action") if isinstance(update, dict) else None
-            if action == "add-schema":
+            if action == "add-spec":
+                added = _spec(update.get("spec"), specs)
+                specs.setdefault(added.spec_id, added)
+            elif action == "add-schema":
                 schemas.append(_schema(update.get("schema")))
             elif action == "set-properties" and isinstance(update.get("updates"), dict):
                 properties.update(update["updates"])
             elif action == "upgrade-format-version" and type(update.get("format-version")) \
                     is int:
                 version = max(version, update["format-version"])
-        return cls(_columns(schemas), _mapping(properties.get(_NAME_MAPPING)), version)
+        return cls(_columns(schemas), _mapping(properties.get(_NAME_MAPPING)), version, specs,
+                   added)
+
+
+def _spec(raw: Any, known: Mapping[int, PartitionSpec]) -> PartitionSpec:
+    """An ``add-spec`` update's spec (no ``spec-id``: the next id, as catalogs assign it)."""
+    if isinstance(raw, dict) and "spec-id" not in raw:
+        raw = {**raw, "spec-id": max(known, default=-1) + 1}
+    try:
+        return PartitionSpec.model_validate(raw)
+    except Exception as exc:  # pydantic's message would echo the input
+        raise UnverifiableCommit("cannot verify the commit: an add-spec update has a "
+                                 "malformed spec") from exc
 
 
 def _schema(raw: Any) -> Schema:

@@ -45,7 +45,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.io import FileIO
-from pyiceberg.manifest import DataFile, FileFormat
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.table.metadata import TableMetadata
 
 from proxy.commits.columns import ROW_LINEAGE_IDS, FileRules, check_columns, file_schema
@@ -61,6 +61,7 @@ from proxy.commits.footstats import (
 from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.limits import CommitLimits
 from proxy.commits.manifests import CommitTooLarge
+from proxy.commits.partition_proof import partition_problem
 from proxy.governance import Action
 
 FOOTER_THREADS = 8
@@ -80,6 +81,7 @@ class Footer:
     rows: int | None = None
     schema: pa.Schema | None = None
     stats: FooterStats | None = None
+    partition: str | None = None  # what is wrong with its declared partition values
 
 
 
@@ -90,13 +92,26 @@ class _Budget:
 
     remaining: int
     lock: threading.Lock
+    kind: str = "footer"  # what is read: "footer" or "partition" (names the budget)
 
     def charge(self, size: int) -> None:
         with self.lock:
             if size > self.remaining:
-                raise CommitTooLarge("verifying the commit would read more footer bytes than "
-                                     "its footer_bytes_budget")
+                raise CommitTooLarge(f"verifying the commit would read more {self.kind} bytes "
+                                     f"than its {self.kind}_bytes_budget")
             self.remaining -= size
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What reading one commit's added files needs: where, under which rules and budgets."""
+
+    table_uuid: str
+    io: FileIO
+    limits: CommitLimits
+    rules: FileRules
+    footer_budget: _Budget
+    partition_budget: _Budget
 
 
 def check_added_files(files: Sequence[DataFile], rules: FileRules, io: FileIO, *,
@@ -107,11 +122,13 @@ def check_added_files(files: Sequence[DataFile], rules: FileRules, io: FileIO, *
     the canonical locations ``inserted`` (an INSERT's) may carry no row ids of their own."""
     if not files:
         return
-    budget = _Budget(limits.footer_bytes_budget, threading.Lock())
+    reading = _Reading(table_uuid, io, limits, rules,
+                       _Budget(limits.footer_bytes_budget, threading.Lock(), "footer"),
+                       _Budget(limits.partition_bytes_budget, threading.Lock(), "partition"))
     if len(files) == 1 and _pool_size(files) == 1:  # one local file: no pool to start
-        footers = [_footer(files[0], table_uuid, io, budget, limits)]
+        footers = [_footer(files[0], reading)]
     else:
-        footers = _read_in_pool(files, table_uuid, io, budget, limits)
+        footers = _read_in_pool(files, reading)
     memo: dict[tuple[bytes, Any, tuple[int, ...]], FileColumns] = {}
     for data_file, footer in zip(files, footers, strict=True):
         _check_against(data_file, footer, rules, memo)
@@ -119,12 +136,12 @@ def check_added_files(files: Sequence[DataFile], rules: FileRules, io: FileIO, *
             _check_new_rows(data_file, footer)
 
 
-def _read_in_pool(files: Sequence[DataFile], table_uuid: str, io: FileIO, budget: _Budget,
-                  limits: CommitLimits) -> list[Footer]:
-    """Every file's footer, read by ``_pool_size`` threads within ``limits.footer_seconds``."""
+def _read_in_pool(files: Sequence[DataFile], reading: _Reading) -> list[Footer]:
+    """Every file's footer, read by ``_pool_size`` threads within ``footer_seconds``."""
+    limits = reading.limits
     pool = ThreadPoolExecutor(_pool_size(files), thread_name_prefix="icegov-footers")
     try:
-        futures = [pool.submit(_footer, f, table_uuid, io, budget, limits) for f in files]
+        futures = [pool.submit(_footer, f, reading) for f in files]
         _, pending = wait(futures, timeout=limits.footer_seconds)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)  # a read under way ends on its own
@@ -150,6 +167,8 @@ def _check_against(data_file: DataFile, footer: Footer, rules: FileRules,
     if footer.rows is not None and footer.rows != data_file.record_count:
         raise UnverifiableCommit(f"content file {shown} holds {footer.rows} rows, not the "
                                  f"declared {data_file.record_count}")
+    if footer.partition is not None:
+        raise UnverifiableCommit(f"data file {shown} {footer.partition}")
     columns = None
     if footer.schema is not None:
         key = (footer.schema.serialize().to_pybytes(), data_file.content,
@@ -187,17 +206,16 @@ def _field_id(field: pa.Field) -> int | None:
         return None
 
 
-def _footer(data_file: DataFile, table_uuid: str, io: FileIO, budget: _Budget,
-            limits: CommitLimits) -> Footer:
+def _footer(data_file: DataFile, reading: _Reading) -> Footer:
     """The file's footer, read after checking it is there, of its size."""
     parquet = data_file.file_format == FileFormat.PARQUET
     path = data_file.file_path
     try:
         require_regular(path, "content file")  # never open a FIFO: it blocks forever
-        with io.new_input(path).open() as stream:
+        with reading.io.new_input(path).open() as stream:
             size = stream.seek(0, 2)
             _check_size(data_file, size)
-            found = _parquet(stream, size, budget, limits, data_file) if parquet else Footer()
+            found = _parquet(stream, size, reading, data_file) if parquet else Footer()
             if data_file.file_format == FileFormat.PUFFIN:
                 _check_blob(stream, data_file, size)
     except UnverifiableCommit:
@@ -216,9 +234,10 @@ def _check_size(data_file: DataFile, size: int) -> None:
             f"{data_file.file_size_in_bytes}")
 
 
-def _parquet(stream: object, size: int, budget: _Budget, limits: CommitLimits,
-             data_file: DataFile) -> Footer:
-    """Read the footer only: its length first (bounded and charged), then its metadata."""
+def _parquet(stream: object, size: int, reading: _Reading, data_file: DataFile) -> Footer:
+    """Read the footer (its length first, bounded and charged, then its metadata) and, for a
+    data file of a partitioned spec, prove its partition values (``partition_proof``)."""
+    budget, limits = reading.footer_budget, reading.limits
     shown = shown_path(data_file.file_path)
     not_parquet = UnverifiableCommit(f"content file {shown} could not be read as Parquet")
     if size < _MIN_PARQUET:
@@ -239,11 +258,36 @@ def _parquet(stream: object, size: int, budget: _Budget, limits: CommitLimits,
         parquet = pq.ParquetFile(stream)
         metadata = parquet.metadata
         stats = with_float_spans(parquet, footer_stats(metadata), budget.charge)
-        return Footer(int(metadata.num_rows), _as_iceberg_reads(parquet), stats)
-    except UnverifiableCommit:
+        schema = _as_iceberg_reads(parquet)
+        return Footer(int(metadata.num_rows), schema, stats,
+                      _partition(parquet, schema, data_file, reading))
+    except (UnverifiableCommit, CommitTooLarge):
         raise
     except Exception as exc:  # not Parquet, truncated, corrupt footer: all refused alike
         raise not_parquet from exc
+
+
+def _partition(parquet: pq.ParquetFile, schema: pa.Schema, data_file: DataFile,
+               reading: _Reading) -> str | None:
+    """What is wrong with a data file's declared partition values (None for delete files and
+    files of unpartitioned specs; 400 for a spec the table does not have)."""
+    if data_file.content != DataFileContent.DATA:
+        return None
+    spec = reading.rules.spec_of(_spec_id(data_file))
+    if spec is None and all(s.is_unpartitioned() for s in reading.rules.specs.values()):
+        return None  # a file built in process, of a table never partitioned
+    if spec is None:
+        return f"names partition spec {_spec_id(data_file)}, which the table does not have"
+    if spec.is_unpartitioned():
+        return None
+    converted = file_schema(data_file, schema, reading.rules)
+    return partition_problem(parquet, data_file, spec, converted,
+                             reading.partition_budget.charge)
+
+
+def _spec_id(data_file: DataFile) -> int | None:
+    """The spec of the manifest that named the file (pyiceberg sets it as it reads one)."""
+    return getattr(data_file, "_spec_id", None)
 
 
 def _as_iceberg_reads(parquet: pq.ParquetFile) -> pa.Schema:

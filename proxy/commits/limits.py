@@ -46,6 +46,11 @@ class CommitLimits(BaseModel):
         default=256 * 1024 * 1024, ge=0,
         description="Footer bytes read to check one commit's added files, over all of them "
                     "(400 beyond).")
+    partition_bytes_budget: int = Field(
+        default=1024 * 1024 * 1024, ge=0,
+        description="Compressed bytes of partition source columns read to prove added data "
+                    "files' partition values where their footers cannot (bucket transforms, "
+                    "missing statistics), over one commit (400 beyond).")
     footer_seconds: float = Field(
         default=60.0, gt=0,
         description="Time checking one commit's added files may take, their footers read in "

@@ -334,6 +334,7 @@ def _entry(manifest: ManifestFile, raw: ManifestEntry) -> Entry:
         data_file[0] = DataFileContent.DATA
     _check_fields(data_file, _FILE_FIELDS, "manifest entry")
     _check_content(manifest, data_file)
+    data_file.spec_id = manifest.partition_spec_id  # the spec its manifest writes it under
     inherits = raw.status == ManifestEntryStatus.ADDED or manifest.sequence_number == 0
     sequence, file_sequence = raw.sequence_number, raw.file_sequence_number
     if inherits:

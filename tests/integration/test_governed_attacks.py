@@ -68,6 +68,11 @@ def _admin_ids(url: str, identifier: str) -> list[int]:
                   .column("id").to_pylist())
 
 
+def _snapshot_ids(url: str, identifier: str) -> list[int]:
+    table = RestCatalog("admin", uri=url, credential=ADMIN).load_table(identifier)
+    return [s.snapshot_id for s in table.metadata.snapshots]
+
+
 def _equality_delete(table: Table, field_id: int, name: str, value: str) -> DataFile:
     """An equality delete file (one value of one string column) under the table's location."""
     path = f"{table.location()}/data/eq-{uuid.uuid4()}.parquet"
@@ -167,21 +172,21 @@ def _lying_partition_manifest(table: Table, snapshot_id: int) -> ManifestFile:
     return writer.to_manifest_file()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "an INSERT's partition values are not checked against its rows: a file whose entry says "
-    "region=eu but holds a US row lands, and every governed build of the table's later "
-    "snapshots then fails closed (the copy refuses the entry), so every row-filtered principal "
-    "is served the last snapshot before it (stale) until the file is removed"))
 def test_an_insert_whose_partition_values_lie_is_refused(proxy: Served) -> None:
+    """A file whose entry says region=eu but holds a US row is refused (400, nothing landed):
+    it would hide the row from region = 'us' scans and fail every later governed build."""
     admin = RestCatalog("admin", uri=proxy.url, credential=ADMIN)
     build_orders(admin)
     table = RestCatalog("eu", uri=proxy.url, credential=EU_ANALYST).load_table(ORDERS)
+    before = _snapshot_ids(proxy.url, ORDERS)
     snapshot_id = int(time.time() * 1000)
     body = _on_governed(table, [_lying_partition_manifest(table, snapshot_id)], snapshot_id,
                         "append")
     with as_principal(proxy.url, EU_ANALYST) as client:
         answer = client.post(ORDERS_PATH, json=body)
         assert answer.status_code == 400, answer.text
+        assert "does not hold the rows its partition declares" in answer.json()["error"]["message"]
+        assert _snapshot_ids(proxy.url, ORDERS) == before  # nothing landed
         loaded = client.get(ORDERS_PATH).json()
     properties = loaded["metadata"]["properties"]
     assert properties["icegov.governed.served-snapshot-id"] == \
