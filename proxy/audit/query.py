@@ -4,7 +4,8 @@ Files are read line by line (rotated siblings of a live file first, oldest first
 Each filter first looks for its value's exact JSON text in the line's bytes (records are written
 as compact JSON, so a record that matches holds that text); only lines that pass are parsed and
 then checked field by field, so the byte test narrows the work and never decides alone. A line
-that is not a JSON object (a crash's torn line) is skipped and counted.
+that is not a JSON object (a crash's torn line, or one nested deeper than Python parses) is
+skipped and counted.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ class Query:
                 continue
             try:
                 record = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested deeper than parsed
                 self.skipped += 1
                 continue
             if isinstance(record, dict) and self.keeps(record):

@@ -1,0 +1,51 @@
+"""Hostile audit files given to ``icegov audit query / export-ocsf / verify`` and ``icegov policy
+why``: each is answered with a clear error (exit 2) or a correct answer, never a traceback or a
+hang. Found by attacking issue 24's surface; each test failed before its fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from proxy.cli import main
+from tests.support.audit import no_icegov_environment  # noqa: F401
+from tests.support.settings import POLICIES
+
+pytestmark = pytest.mark.usefixtures("no_icegov_environment")
+
+FILES = ["--model", str(POLICIES / "model.conf"), "--policy", str(POLICIES / "policy.csv")]
+DEEP = b'{"request_id":"r1","principal":"alice","x":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+RECORD = {"request_id": "r1", "time": "2026-01-01T00:00:00.000+00:00", "method": "GET",
+          "path": "/v1/config", "endpoint": "config", "decision": "allow"}
+
+
+def icegov(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args))
+
+
+def written(tmp_path: Path, data: bytes) -> Path:
+    path = tmp_path / "audit.log"
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("filters", [[], ["--principal", "alice"], ["--since", "2020-01-01"]])
+def test_query_skips_a_line_nested_deeper_than_python_parses(tmp_path: Path,
+                                                            filters: list[str]) -> None:
+    """Was a RecursionError traceback."""
+    path = written(tmp_path, DEEP + b"\n" + json.dumps({**RECORD, "principal": "alice"}).encode())
+    result = icegov("audit", "query", str(path), *filters)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["request_id"] == "r1"
+    assert "skipped 1 line(s)" in result.stderr
+
+
+def test_why_skips_a_line_nested_deeper_than_python_parses(tmp_path: Path) -> None:
+    """Was a RecursionError traceback (why finds its record with the query)."""
+    path = written(tmp_path, DEEP + b"\n")
+    result = icegov("policy", "why", *FILES, "r1", "--audit", str(path))
+    assert result.exit_code == 2, result.output
+    assert "no record with request id 'r1'" in result.output
