@@ -86,8 +86,11 @@ def audited_policy(record: dict[str, Any]) -> AuditedPolicy | None:
         if not (isinstance(model, str) and isinstance(rules, str)) or "\0" in model:
             continue  # a NUL in the model would let another split of the bytes claim the digest
         paths = [f.get("path") for f in policy.get("files") or () if isinstance(f, dict)]
-        files = files_from_text(_recorded(paths, 0, "model.conf"),
-                                _recorded(paths, 1, "policy.csv"), model, rules)
+        try:
+            files = files_from_text(_recorded(paths, 0, "model.conf"),
+                                    _recorded(paths, 1, "policy.csv"), model, rules)
+        except UnicodeEncodeError:  # an unpaired surrogate: no UTF-8 file loads to that text
+            continue
         if files.digest == policy.get("digest_after"):
             generation = policy.get("generation")
             return AuditedPolicy(files, str(record.get("time")),

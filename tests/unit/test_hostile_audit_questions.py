@@ -26,6 +26,11 @@ def icegov(*args: str) -> Result:
     return CliRunner().invoke(main, list(args))
 
 
+def compact(record: dict[str, object]) -> str:
+    """A record as icegov writes it (compact JSON)."""
+    return json.dumps(record, separators=(",", ":"))
+
+
 def written(tmp_path: Path, data: bytes) -> Path:
     path = tmp_path / "audit.log"
     path.write_bytes(data)
@@ -49,3 +54,19 @@ def test_why_skips_a_line_nested_deeper_than_python_parses(tmp_path: Path) -> No
     result = icegov("policy", "why", *FILES, "r1", "--audit", str(path))
     assert result.exit_code == 2, result.output
     assert "no record with request id 'r1'" in result.output
+
+
+def test_why_passes_over_a_policy_record_whose_text_is_no_unicode(tmp_path: Path) -> None:
+    """A policy record's text holding an unpaired surrogate (``\\ud800``, which no UTF-8 file
+    loads to) was a UnicodeEncodeError traceback while the trail was read."""
+    policy = {**RECORD, "request_id": "policy-1", "endpoint": "policy_loaded", "evidence": [
+        {"policy": {"loaded": {"model_conf": "\ud800", "policy_csv": ""},
+                    "digest_after": "0" * 64, "files": []}}]}
+    asked = {**RECORD, "principal": "alice", "policy_digest": "0" * 64}
+    path = written(tmp_path, (compact(policy) + "\n" + compact(asked) + "\n").encode())
+    result = icegov("policy", "why", *FILES, "r1", "--audit", str(path))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 1, result.output  # the files given are not the recorded policy
+    assert "MISMATCH" in result.output
+
+
