@@ -75,11 +75,11 @@ def export_ocsf(files: Sequence[Path], out: Path, region: str, account_id: str,
 def _events(paths: Sequence[Path],
             policy_version: str | None) -> Iterator[tuple[dict[str, Any], Where]]:
     for path in paths:
-        with path.open("r", encoding="utf-8", errors="strict") as lines:
+        with path.open("rb") as lines:
             for number, line in enumerate(lines, 1):
                 if not line.strip():
                     continue
-                try:
+                try:  # json.loads decodes the bytes: a line that is no UTF-8 is no record
                     yield to_ocsf(json.loads(line), policy_version), (path, number)
                 except (NotARecord, ValueError, RecursionError) as exc:
                     raise ExportError(f"{path}:{number}: not an audit record: {exc}") from None

@@ -70,3 +70,20 @@ def test_why_passes_over_a_policy_record_whose_text_is_no_unicode(tmp_path: Path
     assert "MISMATCH" in result.output
 
 
+@pytest.mark.parametrize("line", [
+    b'{"request_id":"r1","path":"\xff\xfe"}',  # not UTF-8
+    json.dumps({**RECORD, "status": "200"}).encode(),  # a status that is no number
+    json.dumps({**RECORD, "latency_ms": 1e400}).encode(),  # infinity
+    json.dumps({**RECORD, "latency_ms": float("nan")}).encode(),
+    json.dumps({**RECORD, "status": True}).encode(),
+], ids=["not-utf8", "status-text", "latency-infinite", "latency-nan", "status-bool"])
+def test_export_names_a_hostile_line_as_no_record(tmp_path: Path, line: bytes) -> None:
+    """Were tracebacks (UnicodeDecodeError, TypeError, OverflowError)."""
+    path = written(tmp_path, json.dumps(RECORD).encode() + b"\n" + line + b"\n")
+    result = icegov("audit", "export-ocsf", str(path), "--out", str(tmp_path / "out"))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 2, result.output
+    assert f"{path}:2: not an audit record" in result.output
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.parquet"))
+
+
