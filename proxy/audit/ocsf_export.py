@@ -37,6 +37,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from proxy.audit.files import read_only
 from proxy.audit.ocsf import API_ACTIVITY, DATASTORE_ACTIVITY, NotARecord, to_ocsf
 from proxy.audit.ocsf_arrow import SCHEMAS, Unfit, batch
 from proxy.audit.query import stream_paths
@@ -75,7 +76,7 @@ def export_ocsf(files: Sequence[Path], out: Path, region: str, account_id: str,
 def _events(paths: Sequence[Path],
             policy_version: str | None) -> Iterator[tuple[dict[str, Any], Where]]:
     for path in paths:
-        with path.open("rb") as lines:
+        with read_only(path) as lines:
             for number, line in enumerate(lines, 1):
                 if not line.strip():
                     continue

@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from proxy.audit.chain import Link, canonical
 from proxy.audit.digests import DIGEST_SCHEMA, first_seq
+from proxy.audit.files import read_only
 from proxy.audit.signing import signed_by
 from proxy.audit.verify import Broken, Intact, verify
 
@@ -84,7 +85,7 @@ def _trusted(path: Path, public_key: Ed25519PublicKey) -> tuple[list[dict[str, A
                                                                  list[Finding]]:
     """The digests up to the first that fails, and what failed."""
     trusted: list[dict[str, Any]] = []
-    with path.open("rb") as handle:
+    with read_only(path) as handle:
         for number, raw in enumerate(handle, start=1):
             digest, problem = _digest(raw, public_key)
             previous = trusted[-1] if trusted else None
@@ -177,7 +178,7 @@ def _check_file(path: Path, entries: list[tuple[int, dict[str, Any]]],
                 chain: Intact | Broken) -> Finding | None:
     """The first digest whose hash of ``path`` does not hold, read once from start to end."""
     hasher, lines, offset = hashlib.sha256(), 0, 0
-    with path.open("rb") as handle:
+    with read_only(path) as handle:
         for number, entry in sorted(entries, key=lambda e: (e[1]["size"], e[0])):
             while offset < entry["size"]:
                 chunk = handle.read(min(_CHUNK, entry["size"] - offset))

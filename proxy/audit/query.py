@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from proxy.audit.files import rotated_files
+from proxy.audit.files import read_only, rotated_files
 
 Record = dict[str, Any]
 
@@ -36,7 +36,7 @@ def stream_paths(paths: Iterable[Path], rotated: bool = True) -> list[Path]:
 def raw_lines(paths: Sequence[Path]) -> Iterator[bytes]:
     """Every line of ``paths`` in order, as bytes without the newline."""
     for path in paths:
-        with path.open("rb") as handle:
+        with read_only(path) as handle:
             for line in handle:
                 yield line.rstrip(b"\n")
 

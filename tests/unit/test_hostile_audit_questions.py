@@ -5,6 +5,9 @@ hang. Found by attacking issue 24's surface; each test failed before its fix."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -87,3 +90,57 @@ def test_export_names_a_hostile_line_as_no_record(tmp_path: Path, line: bytes) -
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.parquet"))
 
 
+def _fifo(tmp_path: Path) -> str:
+    fifo = tmp_path / "audit.log"
+    os.mkfifo(fifo)
+    return str(fifo)
+
+
+@pytest.mark.parametrize("command", [
+    ["audit", "query", "{f}"],
+    ["audit", "verify", "{f}"],
+    ["audit", "export-ocsf", "{f}", "--out", "{out}"],
+    ["policy", "why", *FILES, "r1", "--audit", "{f}"],
+    ["audit", "verify", str(POLICIES / "policy.csv"), "--public-key", "{f}"],
+    ["policy", "diff", str(POLICIES), "{changed}", "--audit", "{f}"],
+], ids=["query", "verify", "export", "why", "public-key", "diff"])
+def test_a_fifo_named_as_an_audit_file_is_refused_not_waited_on(tmp_path: Path,
+                                                              command: list[str]) -> None:
+    """Opening a FIFO for reading waits for a writer: the commands hung forever."""
+    fifo = _fifo(tmp_path)
+    changed = tmp_path / "changed"
+    changed.mkdir()
+    shutil.copy(POLICIES / "model.conf", changed / "model.conf")
+    rules = (POLICIES / "policy.csv").read_text(encoding="utf-8")
+    (changed / "policy.csv").write_text(rules + "p, analyst, icegov.*, DROP_TABLE, allow\n",
+                                        encoding="utf-8")
+    args = [a.format(f=fifo, out=tmp_path / "out", changed=changed) for a in command]
+    done: list[Result] = []
+    thread = threading.Thread(target=lambda: done.append(icegov(*args)), daemon=True)
+    thread.start()
+    thread.join(30)
+    if not done:
+        with open(fifo, "wb"):  # release the reader, so the thread ends
+            pass
+        thread.join(30)
+        pytest.fail(f"{' '.join(command[:2])} waited on a FIFO")
+    assert done[0].exit_code == 2, done[0].output
+    assert "not a regular file" in done[0].output or "no such file" in done[0].output
+
+
+def test_a_fifo_among_the_rotated_siblings_is_refused(tmp_path: Path) -> None:
+    """A sibling ``audit.log.<seq>-<time>`` that is a FIFO: read with the live file."""
+    live = written(tmp_path, json.dumps(RECORD).encode() + b"\n")
+    os.mkfifo(tmp_path / "audit.log.000000000001-20260101T000000Z")
+    done: list[Result] = []
+    thread = threading.Thread(target=lambda: done.append(icegov(
+        "audit", "export-ocsf", str(live), "--out", str(tmp_path / "out"))), daemon=True)
+    thread.start()
+    thread.join(30)
+    if not done:
+        with open(tmp_path / "audit.log.000000000001-20260101T000000Z", "wb"):
+            pass
+        thread.join(30)
+        pytest.fail("export-ocsf waited on a rotated FIFO")
+    assert done[0].exit_code == 2, done[0].output
+    assert "not a regular file" in done[0].output
