@@ -144,3 +144,29 @@ def test_a_fifo_among_the_rotated_siblings_is_refused(tmp_path: Path) -> None:
         pytest.fail("export-ocsf waited on a rotated FIFO")
     assert done[0].exit_code == 2, done[0].output
     assert "not a regular file" in done[0].output
+
+
+@pytest.mark.parametrize("where", ["evidence", "rules"])
+def test_diff_audit_skips_a_line_nested_deeper_than_python_parses(tmp_path: Path,
+                                                                 where: str) -> None:
+    """Was a RecursionError traceback: the flipping caller's line holds a deep nest, in the
+    rules it decodes or in the rest it decodes only once a decision flips."""
+    changed = tmp_path / "changed"
+    changed.mkdir()
+    shutil.copy(POLICIES / "model.conf", changed / "model.conf")
+    rules = (POLICIES / "policy.csv").read_text(encoding="utf-8")
+    (changed / "policy.csv").write_text(rules + "p, analyst, icegov.*, DROP_TABLE, allow\n",
+                                        encoding="utf-8")
+    logged = {"action": "DROP_TABLE", "allowed": False, "resource": "icegov.demo.orders",
+              "rule": None}
+    record = {**RECORD, "decision": "deny", "principal": "analyst", "roles": ["analyst"],
+              "rules": [logged]}
+    line = json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
+    nest = b"[" * 100_000 + b"]" * 100_000
+    hostile = (line.replace(b'"decision"', b'"evidence":' + nest + b',"decision"')
+               if where == "evidence" else line.replace(b'"rules":[', b'"rules":[' + nest + b","))
+    path = written(tmp_path, hostile + b"\n" + line + b"\n")
+    result = icegov("policy", "diff", str(POLICIES), str(changed), "--audit", str(path))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 0, result.output
+    assert "logged decisions that flip: 1" in result.output
