@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +96,7 @@ class Query:
     def run(self, lines: Iterable[bytes]) -> Iterator[Record]:
         """The matching records of ``lines``, in order."""
         needles = self._needles()
-        window = _canonical(self.since), _canonical(self.until)
+        window = _canonical(self.since), _canonical(self.until, ceiling=True)
         for line in lines:
             if not all(any(n in line for n in group) for group in needles):
                 continue
@@ -117,11 +117,21 @@ _TIME = b'"time":"'
 _TIME_SIZE = len("2026-11-27T15:29:00.123+00:00")
 
 
-def _canonical(moment: datetime | None) -> bytes | None:
-    """A bound in the text form records carry (UTC, milliseconds): such texts sort as times."""
+def _canonical(moment: datetime | None, ceiling: bool = False) -> bytes | None:
+    """A bound in the text form records carry (UTC, milliseconds): such texts sort as times.
+    A bound between two milliseconds is cut down to the one before (``since``: a text before it
+    is before the bound) or, with ``ceiling``, up to the one after (``until``: a text at or
+    after it is at or after the bound). None when UTC cannot hold it (year 1 or 9999 in another
+    zone): the parsed check alone decides then."""
     if moment is None:
         return None
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").encode("ascii")
+    try:
+        moment = moment.astimezone(UTC)
+        if ceiling and moment.microsecond % 1000:
+            moment += timedelta(microseconds=1000 - moment.microsecond % 1000)
+    except OverflowError:
+        return None
+    return moment.isoformat(timespec="milliseconds").encode("ascii")
 
 
 def _outside(line: bytes, since: bytes | None, until: bytes | None) -> bool:

@@ -170,3 +170,33 @@ def test_diff_audit_skips_a_line_nested_deeper_than_python_parses(tmp_path: Path
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code == 0, result.output
     assert "logged decisions that flip: 1" in result.output
+
+
+@pytest.mark.parametrize(("since", "until", "kept"), [
+    (None, "2026-01-01T10:00:00.000500", True),  # before a bound inside the next millisecond
+    (None, "2026-01-01T10:00:00.000", False),
+    ("2026-01-01T10:00:00.000500", None, False),
+    ("2026-01-01T09:59:59.999500", None, True),
+])
+def test_query_times_between_milliseconds_are_kept_as_the_parsed_check_keeps_them(
+        tmp_path: Path, since: str | None, until: str | None, kept: bool) -> None:
+    """The byte test cut ``--until`` to the millisecond: a record at 10:00:00.000 was dropped
+    before 10:00:00.0005 although it is earlier."""
+    path = written(tmp_path, compact({**RECORD, "time": "2026-01-01T10:00:00.000+00:00"})
+                   .encode() + b"\n")
+    bounds = [*(["--since", since] if since else []), *(["--until", until] if until else [])]
+    result = icegov("audit", "query", str(path), *bounds)
+    assert result.exit_code == 0, result.output
+    assert bool(result.stdout.strip()) is kept
+
+
+@pytest.mark.parametrize("bound", [["--since", "0001-01-01T00:00:00+01:00"],
+                                   ["--until", "9999-12-31T23:59:59.999999-01:00"],
+                                   ["--until", "9999-12-31T23:59:59.999999"]])
+def test_query_bounds_utc_cannot_hold_are_checked_on_the_parsed_records(
+        tmp_path: Path, bound: list[str]) -> None:
+    """Were OverflowError tracebacks (the bound turned to UTC text for the byte test)."""
+    path = written(tmp_path, compact(RECORD).encode() + b"\n")
+    result = icegov("audit", "query", str(path), *bound)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["request_id"] == "r1"
