@@ -105,9 +105,14 @@ def why_command(model_path: Path, policy_path: Path, request_id: str,
     if record is None:
         click.echo(f"error: no record with request id {request_id!r}", err=True)
         raise SystemExit(2)
+    caller = principal_of(record)
+    if caller is None and record.get("principal") is not None:
+        click.echo(f"error: the record of {request_id!r} is not one icegov writes: its caller "
+                   "is not a name with a list of role names", err=True)
+        raise SystemExit(2)
     compiled, usable, note = _policy_of(record, trail, model_path, policy_path)
     click.echo(f"request {request_id}: {record.get('method')} {record.get('path')} by "
-               f"{record.get('principal')} (roles: {', '.join(record.get('roles') or ())}) "
+               f"{record.get('principal')} (roles: {', '.join(caller.roles if caller else ())}) "
                f"at {record.get('time')}: {record.get('decision')}, status {record.get('status')}")
     click.echo(f"  {note}")
     agreed = _print_replays(record, compiled)

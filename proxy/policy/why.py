@@ -171,9 +171,11 @@ def replay(record: dict[str, Any], policy: CompiledPolicy) -> list[Replay]:
 
 
 def principal_of(record: dict[str, Any]) -> Principal | None:
-    """Who the record says called (None: no principal, e.g. unauthenticated)."""
-    name = record.get("principal")
-    if not isinstance(name, str):
+    """Who the record says called (None: no principal, e.g. unauthenticated, or roles that are
+    not a list of names, which no record icegov writes holds)."""
+    name, roles = record.get("principal"), record.get("roles") or []
+    if not isinstance(name, str) or not isinstance(roles, list) or not all(
+            isinstance(role, str) for role in roles):
         return None
-    return Principal(name, tuple(str(r) for r in record.get("roles") or ()))
+    return Principal(name, tuple(roles))
 

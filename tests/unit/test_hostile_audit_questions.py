@@ -200,3 +200,17 @@ def test_query_bounds_utc_cannot_hold_are_checked_on_the_parsed_records(
     result = icegov("audit", "query", str(path), *bound)
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["request_id"] == "r1"
+
+
+@pytest.mark.parametrize("roles", [[1, None], "analyst", {"analyst": 1}])
+def test_why_refuses_a_record_whose_roles_are_not_names(tmp_path: Path, roles: object) -> None:
+    """Roles [1] were a TypeError traceback; roles "analyst" were replayed as the roles a, n,
+    a, l, y, s, t: a replay of a caller no record named."""
+    logged = {"action": "SELECT", "resource": "icegov.demo.orders", "allowed": True,
+              "rule": None}
+    record = {**RECORD, "principal": "alice", "roles": roles, "rules": [logged]}
+    path = written(tmp_path, compact(record).encode() + b"\n")
+    result = icegov("policy", "why", *FILES, "r1", "--audit", str(path))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 2, result.output
+    assert "not a name with a list of role names" in result.output
