@@ -42,7 +42,9 @@ from proxy.audit.ocsf import API_ACTIVITY, DATASTORE_ACTIVITY, NotARecord, to_oc
 from proxy.audit.ocsf_arrow import SCHEMAS, Unfit, batch
 from proxy.audit.query import stream_paths
 
-PARTITION_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
+PARTITION_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")  # fullmatch: no final newline
+WRITER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+"""A worker's name as a file name may hold it (``w0``, ``w1``...): no '/', no newline."""
 CLASS_FOLDERS = {DATASTORE_ACTIVITY: "datastore_activity", API_ACTIVITY: "api_activity"}
 BATCH_ROWS = 10_000
 MAX_OPEN = 16
@@ -61,7 +63,7 @@ def export_ocsf(files: Sequence[Path], out: Path, region: str, account_id: str,
     OCSF Parquet under ``out``; the files written, sorted. Raises ``ExportError``, leaving
     nothing written, when a line is not a record."""
     for what, value in (("region", region), ("account id", account_id)):
-        if not PARTITION_VALUE.match(value):
+        if not PARTITION_VALUE.fullmatch(value):
             raise ExportError(f"{what} {value!r}: letters, digits and '-' only")
     sink = _Partitions(out, f"region={region}", f"accountId={account_id}", batch_rows)
     try:
@@ -165,6 +167,9 @@ class _Partitions:
     def add(self, event: dict[str, Any], where: Where) -> None:
         try:
             key = (event["class_uid"], _day(event["time"]))
+            writer = event["metadata"].get("log_provider")
+            if writer is not None and not WRITER.fullmatch(writer):
+                raise NotARecord(f"writer {writer!r:.40} is no worker name")
         except NotARecord as exc:
             raise ExportError(f"{where[0]}:{where[1]}: not an audit record: {exc}") from None
         part = self._open.get(key)

@@ -87,7 +87,7 @@ def test_export_names_a_hostile_line_as_no_record(tmp_path: Path, line: bytes) -
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code == 2, result.output
     assert f"{path}:2: not an audit record" in result.output
-    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.parquet"))
+    assert not list((tmp_path / "out").rglob("*.parquet"))
 
 
 def _fifo(tmp_path: Path) -> str:
@@ -214,3 +214,23 @@ def test_why_refuses_a_record_whose_roles_are_not_names(tmp_path: Path, roles: o
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code == 2, result.output
     assert "not a name with a list of role names" in result.output
+
+
+@pytest.mark.parametrize("writer", ["../../../../elsewhere", "w0\nw1", "w0/", ""])
+def test_export_refuses_a_writer_that_is_no_worker_name(tmp_path: Path, writer: str) -> None:
+    """The writer names the Parquet file: "../x" was a failed rename named as an unreadable
+    file, "w0\\nw1" a file name holding a newline."""
+    path = written(tmp_path, compact({**RECORD, "seq": 1, "writer": writer}).encode() + b"\n")
+    result = icegov("audit", "export-ocsf", str(path), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 2, result.output
+    assert f"{path}:1: not an audit record: writer" in result.output
+    assert not list((tmp_path / "out").rglob("*.parquet"))
+
+
+def test_export_refuses_a_partition_value_ending_in_a_newline(tmp_path: Path) -> None:
+    """``$`` matches before a final newline: "local\\n" was a region folder name."""
+    path = written(tmp_path, compact(RECORD).encode() + b"\n")
+    result = icegov("audit", "export-ocsf", str(path), "--out", str(tmp_path / "out"),
+                    "--region", "local\n")
+    assert result.exit_code == 2, result.output
+    assert "letters, digits and '-' only" in result.output
