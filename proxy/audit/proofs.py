@@ -158,7 +158,7 @@ def _file_findings(paths: Sequence[Path], digests: list[dict[str, Any]],
                 known = entry["first_seq"] or entry["name"]  # one file, before and after rotation
                 if known not in missing:
                     missing.add(known)
-                    findings.append(Finding("deleted", _missing(entry, digest)))
+                    findings.append(_absent(entry, digest, given.get(entry["name"])))
                 continue
             checks.setdefault(path, []).append((digest["digest"], entry))
     for path, entries in checks.items():
@@ -166,6 +166,17 @@ def _file_findings(paths: Sequence[Path], digests: list[dict[str, Any]],
         if finding is not None:
             findings.append(finding)
     return findings
+
+
+def _absent(entry: dict[str, Any], digest: dict[str, Any], named: Path | None) -> Finding:
+    """What became of a covered file no given file is: deleted, or replaced by another file
+    under its name (one that starts at another record)."""
+    starts = first_seq(named) if named is not None else None
+    if starts is None:
+        return Finding("deleted", _missing(entry, digest))
+    return Finding("modified", f"{entry['name']}, covered by digest {digest['digest']}, starts "
+                               f"at seq {starts}, not seq {entry['first_seq']}: replaced by "
+                               "another file")
 
 
 def _missing(entry: dict[str, Any], digest: dict[str, Any]) -> str:

@@ -16,6 +16,8 @@ from click.testing import CliRunner, Result
 from proxy.cli import main
 from tests.support.audit import no_icegov_environment  # noqa: F401
 from tests.support.settings import POLICIES
+from tests.unit.test_audit_digests import chain_files, write_log
+from tests.unit.test_audit_digests import verify as digest_verify
 
 pytestmark = pytest.mark.usefixtures("no_icegov_environment")
 
@@ -234,3 +236,22 @@ def test_export_refuses_a_partition_value_ending_in_a_newline(tmp_path: Path) ->
                     "--region", "local\n")
     assert result.exit_code == 2, result.output
     assert "letters, digits and '-' only" in result.output
+
+
+def test_two_rotated_files_with_swapped_contents_are_named_replaced(tmp_path: Path) -> None:
+    """Each file is there under its name, holding the other's records: was named "deleted ...
+    is missing (not among the files given)", sending the auditor to look for a file that is
+    there."""
+    private, public = tmp_path / "signing.pem", tmp_path / "signing.pub.pem"
+    assert icegov("audit", "keygen", "--private", str(private),
+                  "--public", str(public)).exit_code == 0
+    write_log(tmp_path / "audit", private)
+    first, second = chain_files(tmp_path / "audit")[:2]
+    one, two = first.read_bytes(), second.read_bytes()
+    first.write_bytes(two)
+    second.write_bytes(one)
+    result = digest_verify(public, chain_files(tmp_path / "audit"))
+    assert result.exit_code == 1, result.output
+    assert "is missing" not in result.output
+    assert (f"modified: {first.name}, covered by digest" in result.output
+            and "starts at seq 7, not seq 1: replaced by another file" in result.output)
