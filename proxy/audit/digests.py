@@ -34,7 +34,13 @@ import structlog
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from proxy.audit.chain import canonical
-from proxy.audit.files import complete_lines_backwards, ends_mid_line, last_link_in, rotated_files
+from proxy.audit.files import (
+    complete_lines_backwards,
+    ends_mid_line,
+    last_link_in,
+    read_only,
+    rotated_files,
+)
 from proxy.audit.record import utc_now_ms
 from proxy.audit.signing import key_id, sign
 
@@ -58,7 +64,7 @@ class _Hashing:
     hasher: Any = field(default_factory=hashlib.sha256)
 
     def advance(self, path: Path, size: int) -> None:
-        with path.open("rb") as handle:
+        with read_only(path) as handle:
             handle.seek(self.offset)
             while self.offset < size:
                 chunk = handle.read(min(_CHUNK, size - self.offset))
@@ -156,7 +162,7 @@ class DigestWriter:
 
 def first_seq(path: Path) -> int | None:
     """The seq of the file's first line, if it is a record."""
-    with path.open("rb") as handle:
+    with read_only(path) as handle:
         try:
             record = json.loads(handle.readline())
         except (ValueError, RecursionError):

@@ -16,11 +16,12 @@ import errno
 import fcntl
 import os
 import re
+import stat
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, BinaryIO
 
 import structlog
 
@@ -32,9 +33,24 @@ _CHUNK = 64 * 1024
 _ROTATED = re.compile(r"\.[0-9]{12}-[0-9]{8}T[0-9]{6}(\.[0-9]+)?Z")
 
 
+def read_only(path: Path) -> BinaryIO:
+    """``path`` opened to read bytes, only when it is a regular file; else OSError ("not a
+    regular file"). Opening a FIFO waits for a writer and a device may never end: an audit,
+    digest or key file named by mistake or by a hostile hand is refused, never waited on."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens without a writer
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
 def complete_lines_backwards(path: Path) -> Iterator[bytes]:
     """The newline-terminated lines of ``path``, last first (a partial last line is skipped)."""
-    with path.open("rb") as handle:
+    with read_only(path) as handle:
         pos = handle.seek(0, os.SEEK_END)
         pending = b""  # the end part of a line whose beginning is not read yet
         seen_newline = False
@@ -66,7 +82,7 @@ def last_link_in(path: Path) -> Link | None:
 
 def ends_mid_line(path: Path) -> bool:
     """Whether the file's last line lacks its newline (a write cut short)."""
-    with path.open("rb") as handle:
+    with read_only(path) as handle:
         if handle.seek(0, os.SEEK_END) == 0:
             return False
         handle.seek(-1, os.SEEK_END)
@@ -256,7 +272,7 @@ class AuditFile:
         legacy): its chain resumes and verification shows the damage."""
         if not self.path.exists() or self.path.stat().st_size == 0:
             return
-        with self.path.open("rb") as handle:
+        with read_only(self.path) as handle:
             first = handle.readline()
         if not first.endswith(b"\n") or last_link_in(self.path) is not None:
             return
@@ -276,7 +292,7 @@ def _write_all(handle: IO[bytes], data: bytes) -> None:
 
 
 def _first_seq(path: Path) -> int | None:
-    with path.open("rb") as handle:
+    with read_only(path) as handle:
         link = link_of(handle.readline())
     return link.seq if link else None
 

@@ -15,6 +15,7 @@ JSON object, or without the fields every record has) raises ``NotARecord``.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 
@@ -74,6 +75,11 @@ def _check(record: object) -> None:
     missing = [name for name in REQUIRED if not isinstance(record.get(name), str)]
     if missing:
         raise NotARecord(f"no {', '.join(missing)}")
+    status, latency = record.get("status"), record.get("latency_ms")
+    if status is not None and type(status) is not int:
+        raise NotARecord(f"status {status!r:.40} is not a number")
+    if latency is not None and not (type(latency) in (int, float) and math.isfinite(latency)):
+        raise NotARecord(f"latency_ms {latency!r:.40} is not a finite number")
 
 
 def _base(record: dict[str, Any], class_uid: int) -> dict[str, Any]:

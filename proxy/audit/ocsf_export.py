@@ -37,11 +37,14 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from proxy.audit.files import read_only
 from proxy.audit.ocsf import API_ACTIVITY, DATASTORE_ACTIVITY, NotARecord, to_ocsf
 from proxy.audit.ocsf_arrow import SCHEMAS, Unfit, batch
 from proxy.audit.query import stream_paths
 
-PARTITION_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
+PARTITION_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")  # fullmatch: no final newline
+WRITER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+"""A worker's name as a file name may hold it (``w0``, ``w1``...): no '/', no newline."""
 CLASS_FOLDERS = {DATASTORE_ACTIVITY: "datastore_activity", API_ACTIVITY: "api_activity"}
 BATCH_ROWS = 10_000
 MAX_OPEN = 16
@@ -60,7 +63,7 @@ def export_ocsf(files: Sequence[Path], out: Path, region: str, account_id: str,
     OCSF Parquet under ``out``; the files written, sorted. Raises ``ExportError``, leaving
     nothing written, when a line is not a record."""
     for what, value in (("region", region), ("account id", account_id)):
-        if not PARTITION_VALUE.match(value):
+        if not PARTITION_VALUE.fullmatch(value):
             raise ExportError(f"{what} {value!r}: letters, digits and '-' only")
     sink = _Partitions(out, f"region={region}", f"accountId={account_id}", batch_rows)
     try:
@@ -75,11 +78,11 @@ def export_ocsf(files: Sequence[Path], out: Path, region: str, account_id: str,
 def _events(paths: Sequence[Path],
             policy_version: str | None) -> Iterator[tuple[dict[str, Any], Where]]:
     for path in paths:
-        with path.open("r", encoding="utf-8", errors="strict") as lines:
+        with read_only(path) as lines:
             for number, line in enumerate(lines, 1):
                 if not line.strip():
                     continue
-                try:
+                try:  # json.loads decodes the bytes: a line that is no UTF-8 is no record
                     yield to_ocsf(json.loads(line), policy_version), (path, number)
                 except (NotARecord, ValueError, RecursionError) as exc:
                     raise ExportError(f"{path}:{number}: not an audit record: {exc}") from None
@@ -164,6 +167,9 @@ class _Partitions:
     def add(self, event: dict[str, Any], where: Where) -> None:
         try:
             key = (event["class_uid"], _day(event["time"]))
+            writer = event["metadata"].get("log_provider")
+            if writer is not None and not WRITER.fullmatch(writer):
+                raise NotARecord(f"writer {writer!r:.40} is no worker name")
         except NotARecord as exc:
             raise ExportError(f"{where[0]}:{where[1]}: not an audit record: {exc}") from None
         part = self._open.get(key)

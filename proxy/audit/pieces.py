@@ -15,6 +15,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from proxy.audit.files import read_only
+
 _BLOCK = 1 << 20
 
 
@@ -31,7 +33,7 @@ def pieces(paths: Sequence[Path], size: int) -> list[Piece]:
     """``paths`` cut into pieces of about ``size`` bytes (at least one byte), in stream order."""
     found: list[Piece] = []
     for path in paths:
-        with path.open("rb") as handle:
+        with read_only(path) as handle:
             total = handle.seek(0, os.SEEK_END)
             cuts = [0]
             while cuts[-1] + max(size, 1) < total:
@@ -45,7 +47,7 @@ def pieces(paths: Sequence[Path], size: int) -> list[Piece]:
 
 def piece_lines(piece: Piece) -> Iterator[bytes]:
     """Every line of ``piece`` in order, as bytes without the newline."""
-    with piece.path.open("rb") as handle:
+    with read_only(piece.path) as handle:
         handle.seek(piece.start)
         left = piece.end - piece.start
         pending = b""

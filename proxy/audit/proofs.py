@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from proxy.audit.chain import Link, canonical
 from proxy.audit.digests import DIGEST_SCHEMA, first_seq
+from proxy.audit.files import read_only
 from proxy.audit.signing import signed_by
 from proxy.audit.verify import Broken, Intact, verify
 
@@ -84,7 +85,7 @@ def _trusted(path: Path, public_key: Ed25519PublicKey) -> tuple[list[dict[str, A
                                                                  list[Finding]]:
     """The digests up to the first that fails, and what failed."""
     trusted: list[dict[str, Any]] = []
-    with path.open("rb") as handle:
+    with read_only(path) as handle:
         for number, raw in enumerate(handle, start=1):
             digest, problem = _digest(raw, public_key)
             previous = trusted[-1] if trusted else None
@@ -157,7 +158,7 @@ def _file_findings(paths: Sequence[Path], digests: list[dict[str, Any]],
                 known = entry["first_seq"] or entry["name"]  # one file, before and after rotation
                 if known not in missing:
                     missing.add(known)
-                    findings.append(Finding("deleted", _missing(entry, digest)))
+                    findings.append(_absent(entry, digest, given.get(entry["name"])))
                 continue
             checks.setdefault(path, []).append((digest["digest"], entry))
     for path, entries in checks.items():
@@ -165,6 +166,17 @@ def _file_findings(paths: Sequence[Path], digests: list[dict[str, Any]],
         if finding is not None:
             findings.append(finding)
     return findings
+
+
+def _absent(entry: dict[str, Any], digest: dict[str, Any], named: Path | None) -> Finding:
+    """What became of a covered file no given file is: deleted, or replaced by another file
+    under its name (one that starts at another record)."""
+    starts = first_seq(named) if named is not None else None
+    if starts is None:
+        return Finding("deleted", _missing(entry, digest))
+    return Finding("modified", f"{entry['name']}, covered by digest {digest['digest']}, starts "
+                               f"at seq {starts}, not seq {entry['first_seq']}: replaced by "
+                               "another file")
 
 
 def _missing(entry: dict[str, Any], digest: dict[str, Any]) -> str:
@@ -177,7 +189,7 @@ def _check_file(path: Path, entries: list[tuple[int, dict[str, Any]]],
                 chain: Intact | Broken) -> Finding | None:
     """The first digest whose hash of ``path`` does not hold, read once from start to end."""
     hasher, lines, offset = hashlib.sha256(), 0, 0
-    with path.open("rb") as handle:
+    with read_only(path) as handle:
         for number, entry in sorted(entries, key=lambda e: (e[1]["size"], e[0])):
             while offset < entry["size"]:
                 chunk = handle.read(min(_CHUNK, entry["size"] - offset))

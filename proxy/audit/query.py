@@ -4,7 +4,8 @@ Files are read line by line (rotated siblings of a live file first, oldest first
 Each filter first looks for its value's exact JSON text in the line's bytes (records are written
 as compact JSON, so a record that matches holds that text); only lines that pass are parsed and
 then checked field by field, so the byte test narrows the work and never decides alone. A line
-that is not a JSON object (a crash's torn line) is skipped and counted.
+that is not a JSON object (a crash's torn line, or one nested deeper than Python parses) is
+skipped and counted.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from proxy.audit.files import rotated_files
+from proxy.audit.files import read_only, rotated_files
 
 Record = dict[str, Any]
 
@@ -35,7 +36,7 @@ def stream_paths(paths: Iterable[Path], rotated: bool = True) -> list[Path]:
 def raw_lines(paths: Sequence[Path]) -> Iterator[bytes]:
     """Every line of ``paths`` in order, as bytes without the newline."""
     for path in paths:
-        with path.open("rb") as handle:
+        with read_only(path) as handle:
             for line in handle:
                 yield line.rstrip(b"\n")
 
@@ -95,7 +96,7 @@ class Query:
     def run(self, lines: Iterable[bytes]) -> Iterator[Record]:
         """The matching records of ``lines``, in order."""
         needles = self._needles()
-        window = _canonical(self.since), _canonical(self.until)
+        window = _canonical(self.since), _canonical(self.until, ceiling=True)
         for line in lines:
             if not all(any(n in line for n in group) for group in needles):
                 continue
@@ -103,7 +104,7 @@ class Query:
                 continue
             try:
                 record = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested deeper than parsed
                 self.skipped += 1
                 continue
             if isinstance(record, dict) and self.keeps(record):
@@ -116,11 +117,21 @@ _TIME = b'"time":"'
 _TIME_SIZE = len("2026-11-27T15:29:00.123+00:00")
 
 
-def _canonical(moment: datetime | None) -> bytes | None:
-    """A bound in the text form records carry (UTC, milliseconds): such texts sort as times."""
+def _canonical(moment: datetime | None, ceiling: bool = False) -> bytes | None:
+    """A bound in the text form records carry (UTC, milliseconds): such texts sort as times.
+    A bound between two milliseconds is cut down to the one before (``since``: a text before it
+    is before the bound) or, with ``ceiling``, up to the one after (``until``: a text at or
+    after it is at or after the bound). None when UTC cannot hold it (year 1 or 9999 in another
+    zone): the parsed check alone decides then."""
     if moment is None:
         return None
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").encode("ascii")
+    try:
+        moment = moment.astimezone(UTC)
+        if ceiling and moment.microsecond % 1000:
+            moment += timedelta(microseconds=1000 - moment.microsecond % 1000)
+    except OverflowError:
+        return None
+    return moment.isoformat(timespec="milliseconds").encode("ascii")
 
 
 def _outside(line: bytes, since: bytes | None, until: bytes | None) -> bool:

@@ -50,7 +50,7 @@ def query_command(files: tuple[Path, ...], principals: tuple[str, ...],
     """
     query = Query(principals, tables, actions, decisions, request_ids, since, until)
     paths = stream_paths(files, rotated=not no_rotated)
-    missing = [str(p) for p in paths if not p.is_file()]
+    missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise Unreadable(f"no such file: {', '.join(missing)}")
     if shape == "table":

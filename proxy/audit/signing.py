@@ -15,6 +15,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from proxy.audit.files import read_only
+
 
 class BadKey(ValueError):
     """A key file that is not an Ed25519 key in PEM."""
@@ -49,7 +51,8 @@ def load_private(path: Path) -> Ed25519PrivateKey:
 
 def load_public(path: Path) -> Ed25519PublicKey:
     """The Ed25519 public key in ``path`` (a private key file gives its public half)."""
-    data = path.read_bytes()
+    with read_only(path) as handle:
+        data = handle.read()
     if b"PRIVATE KEY" in data:
         return load_private(path).public_key()
     try:

@@ -24,6 +24,7 @@ from typing import Any
 
 from proxy.audit.anchors import Anchors
 from proxy.audit.chain import GENESIS, HMAC_SHA256, SCHEMA, Link, canonical, digest
+from proxy.audit.files import read_only
 
 _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 """What ``hash`` and ``prev`` hold in every record icegov writes."""
@@ -88,7 +89,7 @@ class _Line:
 
 def _lines(paths: Sequence[Path]) -> Iterator[_Line]:
     for path in paths:
-        with path.open("rb") as handle:
+        with read_only(path) as handle:
             number, previous = 0, None
             for raw in handle:
                 if previous is not None:

@@ -176,7 +176,7 @@ def _record_flips(line: bytes, names: frozenset[str], judge: _Judge) -> Iterator
     try:
         text = line.decode("utf-8")
         record = _caller_and_rules(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python parses
         return
     if record is None:
         return
@@ -190,9 +190,20 @@ def _record_flips(line: bytes, names: frozenset[str], judge: _Judge) -> Iterator
         action, resource = str(entry.get("action")), str(entry.get("resource"))
         now = judge.flipped(caller, action, resource)
         if now is not None:
-            whole = json.loads(text)
+            whole = _whole(text)
+            if whole is None:
+                return  # no record after all: its flips are none
             yield Flip(str(whole.get("request_id")), str(whole.get("time")), name, action,
                        resource, bool(entry.get("allowed")), now)
+
+
+def _whole(text: str) -> dict[str, Any] | None:
+    """The whole record, or None when the line is no JSON object Python can parse."""
+    try:
+        record = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def _caller_and_rules(text: str) -> tuple[str, tuple[str, ...], list[Any]] | None:

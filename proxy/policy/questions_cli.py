@@ -8,7 +8,8 @@ an unreadable file, no record with that id).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -99,13 +100,19 @@ def why_command(model_path: Path, policy_path: Path, request_id: str,
     """Find REQUEST_ID's record, replay each decision it logged against the policy it was made
     under (kept in the trail's policy records; else the files given) and print the rule trace."""
     trail = PolicyTrail()
-    record = find_record(request_id, trail.watch(raw_lines(stream_paths(audit_files))))
+    with _readable():
+        record = find_record(request_id, trail.watch(raw_lines(stream_paths(audit_files))))
     if record is None:
         click.echo(f"error: no record with request id {request_id!r}", err=True)
         raise SystemExit(2)
+    caller = principal_of(record)
+    if caller is None and record.get("principal") is not None:
+        click.echo(f"error: the record of {request_id!r} is not one icegov writes: its caller "
+                   "is not a name with a list of role names", err=True)
+        raise SystemExit(2)
     compiled, usable, note = _policy_of(record, trail, model_path, policy_path)
     click.echo(f"request {request_id}: {record.get('method')} {record.get('path')} by "
-               f"{record.get('principal')} (roles: {', '.join(record.get('roles') or ())}) "
+               f"{record.get('principal')} (roles: {', '.join(caller.roles if caller else ())}) "
                f"at {record.get('time')}: {record.get('decision')}, status {record.get('status')}")
     click.echo(f"  {note}")
     agreed = _print_replays(record, compiled)
@@ -182,8 +189,20 @@ def _diff(principals_path: Path | None, old_dir: Path, new_dir: Path,
     if not audit_files:
         click.echo("\n".join(diff_lines(diff_policies(old, new, among()))))
         return
-    found, flipped = diff_and_flips(old, new, among, stream_paths(audit_files))
+    with _readable():
+        found, flipped = diff_and_flips(old, new, among, stream_paths(audit_files))
     click.echo("\n".join(diff_lines(found) + flip_lines(flipped)))
+
+
+@contextmanager
+def _readable() -> Iterator[None]:
+    """An audit file that cannot be read (gone, a FIFO, a folder) ends the command: exit 2."""
+    try:
+        yield
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        click.echo(f"error: cannot read {where}{exc.strerror or type(exc).__name__}", err=True)
+        raise SystemExit(2) from None
 
 
 def _load_dir(directory: Path) -> CompiledPolicy:

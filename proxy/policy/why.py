@@ -86,8 +86,11 @@ def audited_policy(record: dict[str, Any]) -> AuditedPolicy | None:
         if not (isinstance(model, str) and isinstance(rules, str)) or "\0" in model:
             continue  # a NUL in the model would let another split of the bytes claim the digest
         paths = [f.get("path") for f in policy.get("files") or () if isinstance(f, dict)]
-        files = files_from_text(_recorded(paths, 0, "model.conf"),
-                                _recorded(paths, 1, "policy.csv"), model, rules)
+        try:
+            files = files_from_text(_recorded(paths, 0, "model.conf"),
+                                    _recorded(paths, 1, "policy.csv"), model, rules)
+        except UnicodeEncodeError:  # an unpaired surrogate: no UTF-8 file loads to that text
+            continue
         if files.digest == policy.get("digest_after"):
             generation = policy.get("generation")
             return AuditedPolicy(files, str(record.get("time")),
@@ -168,9 +171,11 @@ def replay(record: dict[str, Any], policy: CompiledPolicy) -> list[Replay]:
 
 
 def principal_of(record: dict[str, Any]) -> Principal | None:
-    """Who the record says called (None: no principal, e.g. unauthenticated)."""
-    name = record.get("principal")
-    if not isinstance(name, str):
+    """Who the record says called (None: no principal, e.g. unauthenticated, or roles that are
+    not a list of names, which no record icegov writes holds)."""
+    name, roles = record.get("principal"), record.get("roles") or []
+    if not isinstance(name, str) or not isinstance(roles, list) or not all(
+            isinstance(role, str) for role in roles):
         return None
-    return Principal(name, tuple(str(r) for r in record.get("roles") or ()))
+    return Principal(name, tuple(roles))
 
