@@ -29,7 +29,7 @@ from proxy.policy.whocan import Candidate, answer_lines, candidates, merged, who
 from proxy.policy.why import (
     PolicyTrail,
     digest_note,
-    find_record,
+    find_requests,
     principal_of,
     record_digest,
     replay,
@@ -98,13 +98,26 @@ def who_can_command(model_path: Path, policy_path: Path, principals_path: Path |
 def why_command(model_path: Path, policy_path: Path, request_id: str,
                 audit_files: tuple[Path, ...]) -> None:
     """Find REQUEST_ID's record, replay each decision it logged against the policy it was made
-    under (kept in the trail's policy records; else the files given) and print the rule trace."""
+    under (kept in the trail's policy records; else the files given) and print the rule trace.
+    Several requests logged under the one id (a client may choose its id) are each replayed."""
     trail = PolicyTrail()
     with _readable():
-        record = find_record(request_id, trail.watch(raw_lines(stream_paths(audit_files))))
-    if record is None:
+        requests = find_requests(request_id, trail.watch(raw_lines(stream_paths(audit_files))))
+    if not requests:
         click.echo(f"error: no record with request id {request_id!r}", err=True)
         raise SystemExit(2)
+    if len(requests) > 1:
+        click.echo(f"note: {len(requests)} different requests were logged with request id "
+                   f"{request_id!r} (a client may choose its request id): each is replayed")
+    fine = [_why_one(request_id, record, trail, model_path, policy_path)
+            for record in requests]
+    if not all(fine):
+        raise SystemExit(1)
+
+
+def _why_one(request_id: str, record: dict[str, Any], trail: PolicyTrail, model_path: Path,
+             policy_path: Path) -> bool:
+    """Print one request's replay; True if its policy is known and every replay agrees."""
     caller = principal_of(record)
     if caller is None and record.get("principal") is not None:
         click.echo(f"error: the record of {request_id!r} is not one icegov writes: its caller "
@@ -115,9 +128,7 @@ def why_command(model_path: Path, policy_path: Path, request_id: str,
                f"{record.get('principal')} (roles: {', '.join(caller.roles if caller else ())}) "
                f"at {record.get('time')}: {record.get('decision')}, status {record.get('status')}")
     click.echo(f"  {note}")
-    agreed = _print_replays(record, compiled)
-    if not usable or not agreed:
-        raise SystemExit(1)
+    return _print_replays(record, compiled) and usable
 
 
 def _policy_of(record: dict[str, Any], trail: PolicyTrail, model_path: Path,

@@ -121,10 +121,21 @@ def _recorded(paths: list[Any], index: int, default: str) -> Path:
 
 def find_record(request_id: str, lines: Iterable[bytes]) -> dict[str, Any] | None:
     """The last record with ``request_id``."""
-    found = None
+    found = find_requests(request_id, lines)
+    return found[-1] if found else None
+
+
+def find_requests(request_id: str, lines: Iterable[bytes]) -> list[dict[str, Any]]:
+    """Every request logged with ``request_id``, each as its last record (a change's advance
+    record comes before its outcome), in the order they were first logged. A client may choose
+    its request id, so one id can name several requests: records of one request share caller,
+    method, path and endpoint."""
+    found: dict[tuple[Any, ...], dict[str, Any]] = {}
     for record in Query(request_ids=(request_id,)).run(lines):
-        found = record
-    return found
+        key = tuple(json.dumps(record.get(name), sort_keys=True)
+                    for name in ("principal", "method", "path", "endpoint"))
+        found[key] = record  # a dict keeps the first position, holds the last record
+    return list(found.values())
 
 
 def record_digest(record: dict[str, Any]) -> str | None:

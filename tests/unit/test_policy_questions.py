@@ -385,3 +385,23 @@ def test_a_recorded_model_holding_a_nul_is_not_taken_from_the_trail() -> None:
     head, tail = rules.split("\0")
     assert files_from_text(Path("m"), Path("p"), model + "\0" + head, tail).digest == digest
     assert audited_policy(record(model + "\0" + head, tail)) is None
+
+
+def test_a_request_id_a_client_reuses_shows_every_request_logged_under_it(
+        tmp_path: Path) -> None:
+    """X-Request-ID is the client's to choose: a later request reusing a victim's id does not
+    hide the victim's decision from why — both are replayed, and the note says so."""
+    with client_for(Upstream(), tmp_path) as client:
+        writer = icegov_token(client, "writer:writer-secret")
+        reader = icegov_token(client, "analyst:analyst-secret")
+        same = {"x-request-id": "shared-id"}
+        assert client.delete("/v1/cat/namespaces/demo", headers={
+            **same, "authorization": f"Bearer {writer}"}).status_code == 403
+        client.get("/v1/cat/namespaces/demo", headers={**same,
+                                                       "authorization": f"Bearer {reader}"})
+    result = icegov("policy", "why", *FILES, "shared-id", "--audit",
+                    str(tmp_path / "audit.log"))
+    assert result.exit_code == 0, result.output
+    assert "2 different requests were logged with request id 'shared-id'" in result.output
+    assert "DELETE /v1/cat/namespaces/demo by writer" in result.output
+    assert "GET /v1/cat/namespaces/demo by analyst" in result.output
