@@ -135,6 +135,8 @@ def _fits(transform: Any, kind: IcebergType, column: pa.Array, value: Any) -> bo
     if isinstance(transform, VoidTransform):
         return value is None
     if isinstance(transform, IdentityTransform):
+        if not isinstance(kind, FloatType | DoubleType):  # NaN and -0.0 are compared whole
+            column = pc.unique(column)
         return _all_equal_to(column, value, kind)
     if value is None or column.null_count:
         return value is None and column.null_count == len(column)
@@ -143,8 +145,18 @@ def _fits(transform: Any, kind: IcebergType, column: pa.Array, value: Any) -> bo
         span = _span(column, kind)
         return span is None or (apply(span[0]) == value and apply(span[1]) == value)
     if isinstance(transform, BucketTransform):
-        return all(apply(v) == value for v in _python(pc.unique(column), kind))
+        return _buckets(transform, kind, column, apply) == {value}
     raise ValueError(f"unsupported transform {transform}")
+
+
+def _buckets(transform: BucketTransform[Any], kind: IcebergType, values: pa.Array,
+             apply: Callable[[Any], Any]) -> set[Any]:
+    """The buckets of ``values``: pyiceberg-core's vectorized hash, else one value at a time
+    (a type it does not take)."""
+    try:
+        return set(pc.unique(transform.pyarrow_transform(kind)(values)).to_pylist())
+    except Exception:  # a type it does not take: the per-value path decides the same
+        return {apply(v) for v in _python(pc.unique(values), kind)}
 
 
 def _all_equal_to(column: pa.Array, value: Any, kind: IcebergType) -> bool:
