@@ -17,7 +17,10 @@ forwarded: an ordinary commit (INSERT, DELETE's delete files, UPDATE, REWRITE: t
 * a deletion vector (Puffin): its blob (``content_offset`` / ``content_size_in_bytes``) lies
   inside the file, after the Puffin magic;
 * Avro and ORC: presence and size only, and no metric claims but value counts (``footstats``:
-  what cannot be proven is refused);
+  what cannot be proven is refused), except an ORC position delete file that declares more:
+  its two columns are read and prove its claims (``orc_deletes``);
+* a Parquet data file of a partitioned spec: its partition source columns are read and every
+  row maps to the declared partition values (``partition_proof``);
 * format 3: a data file may keep the row lineage columns (``_row_id``,
   ``_last_updated_sequence_number``) of the rows it updates, but the files of a snapshot
   classified INSERT may hold no non-null value in them (new rows take the ids the table
@@ -61,6 +64,7 @@ from proxy.commits.footstats import (
 from proxy.commits.intent import UnverifiableCommit
 from proxy.commits.limits import CommitLimits
 from proxy.commits.manifests import CommitTooLarge
+from proxy.commits.orc_deletes import orc_position_deletes, position_metrics_problem
 from proxy.commits.partition_proof import partition_problem
 from proxy.governance import Action
 
@@ -82,6 +86,7 @@ class Footer:
     schema: pa.Schema | None = None
     stats: FooterStats | None = None
     partition: str | None = None  # what is wrong with its declared partition values
+    values: pa.Table | None = None  # an ORC position delete file's rows (``orc_deletes``)
 
 
 
@@ -169,6 +174,11 @@ def _check_against(data_file: DataFile, footer: Footer, rules: FileRules,
                                  f"declared {data_file.record_count}")
     if footer.partition is not None:
         raise UnverifiableCommit(f"data file {shown} {footer.partition}")
+    if footer.values is not None:  # an ORC position delete file: its metrics by its values
+        problem = position_metrics_problem(data_file, footer.values)
+        if problem:
+            raise UnverifiableCommit(f"content file {shown}: {problem}")
+        return
     columns = None
     if footer.schema is not None:
         key = (footer.schema.serialize().to_pybytes(), data_file.content,
@@ -215,7 +225,8 @@ def _footer(data_file: DataFile, reading: _Reading) -> Footer:
         with reading.io.new_input(path).open() as stream:
             size = stream.seek(0, 2)
             _check_size(data_file, size)
-            found = _parquet(stream, size, reading, data_file) if parquet else Footer()
+            found = _parquet(stream, size, reading, data_file) if parquet else \
+                _not_parquet(stream, size, data_file, reading)
             if data_file.file_format == FileFormat.PUFFIN:
                 _check_blob(stream, data_file, size)
     except UnverifiableCommit:
@@ -225,6 +236,12 @@ def _footer(data_file: DataFile, reading: _Reading) -> Footer:
     except Exception as exc:  # any I/O failure: refused alike, nothing echoed
         raise UnverifiableCommit(f"content file {shown_path(path)} could not be read") from exc
     return found
+
+
+def _not_parquet(stream: Any, size: int, data_file: DataFile, reading: _Reading) -> Footer:
+    """Nothing read, but an ORC position delete file that declares bounds: its values."""
+    values = orc_position_deletes(stream, size, data_file, reading.footer_budget.charge)
+    return Footer() if values is None else Footer(rows=values.num_rows, values=values)
 
 
 def _check_size(data_file: DataFile, size: int) -> None:

@@ -1,9 +1,10 @@
 """Spark's ORC and Avro tables through icegov's footer checks.
 
-icegov reads Parquet footers only; an ORC or Avro file may declare value counts but no bounds
+icegov reads Parquet footers; an ORC or Avro data file may declare value counts but no bounds
 (nothing proves them). Spark's merge-on-read DELETE on an ORC table writes ORC position delete
-files whose entries declare ``file_path`` bounds (as every Java position delete does), so the
-DELETE is refused (400) for every principal, the admin included.
+files whose entries declare ``file_path`` bounds (as every Java position delete does): icegov
+reads those files' two columns and proves the bounds by their values
+(``proxy/commits/orc_deletes.py``), so the DELETE lands.
 """
 
 from __future__ import annotations
@@ -45,10 +46,6 @@ def test_spark_merge_on_read_delete_on_avro_lands(spark: Any, backend: str,
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(strict=True, reason=(
-    "ORC position delete files declare file_path bounds (Java writes them for every position "
-    "delete); icegov cannot prove bounds of a non-Parquet file (footers/footstats read "
-    "Parquet footers only), so the commit is a 400 for every principal"))
 def test_spark_merge_on_read_delete_on_orc_lands(spark: Any, backend: str,
                                                  proxy: RunningProxy) -> None:
     assert spark_delete(spark, backend, proxy, "orc", "merge-on-read") == 2

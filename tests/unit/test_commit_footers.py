@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pyarrow as pa
+import pyarrow.orc as orc
 import pyarrow.parquet as pq
 import pytest
 from pyiceberg.conversions import to_bytes
@@ -248,6 +249,37 @@ def test_a_position_delete_file_whose_path_bounds_lie_is_refused(rt: RowTable) -
     lying = rt.write_positions("pd", [(data.file_path, 0)], path_bounds=("a", "b"))
     with pytest.raises(UnverifiableCommit, match="upper bound below"):
         insert(rt, lying, deletes=True)
+
+
+def orc_positions(rt: RowTable, name: str, deleted: list[tuple[str, int]],
+                  path_bounds: tuple[str, str], declared: int | None = None) -> DataFile:
+    """An ORC position delete file with ``file_path`` bounds, as Spark's merge-on-read writes."""
+    rows = pa.table({"file_path": [p for p, _ in deleted],
+                     "pos": pa.array([i for _, i in deleted], pa.int64())})
+    path = f"{rt.path(name)}.orc"
+    with rt.table.io.new_output(path).create() as out:
+        orc.write_table(rows, out)
+    lower, upper = path_bounds
+    return DataFile.from_args(
+        content=DataFileContent.POSITION_DELETES, file_path=path, file_format=FileFormat.ORC,
+        partition=Record(), record_count=len(deleted) if declared is None else declared,
+        file_size_in_bytes=len(rt.table.io.new_input(path)),
+        lower_bounds={2147483546: lower.encode()}, upper_bounds={2147483546: upper.encode()},
+        value_counts={2147483546: len(deleted), 2147483545: len(deleted)})
+
+
+def test_an_orc_position_delete_file_proves_its_path_bounds_by_its_values(rt: RowTable) -> None:
+    [(data, _)] = rt.data_files()
+    scoped = (data.file_path, data.file_path)
+    honest = orc_positions(rt, "orc-pd", [(data.file_path, 0)], scoped)
+    assert insert(rt, honest, deletes=True).actions == {Action.DELETE}
+    lying = orc_positions(rt, "orc-lie", [(data.file_path, 0)], ("a", "b"))
+    with pytest.raises(UnverifiableCommit, match="upper bound below"):
+        insert(rt, lying, deletes=True)
+    miscounted = orc_positions(rt, "orc-count", [(data.file_path, 0), (data.file_path, 1)],
+                               scoped, declared=1)
+    with pytest.raises(UnverifiableCommit, match="holds 2 rows, not the declared 1"):
+        insert(rt, miscounted, deletes=True)
 
 
 def test_a_deletion_vector_blob_must_lie_inside_its_file(rt: RowTable) -> None:
