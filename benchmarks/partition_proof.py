@@ -43,7 +43,7 @@ DAY = dt.datetime(2026, 11, 28, tzinfo=dt.UTC)
 CASES: list[tuple[str, int, Transform[Any, Any]]] = [
     ("identity(region)", 2, IdentityTransform()),
     ("day(at)", 3, DayTransform()),
-    ("bucket[16](id): every id read", 1, BucketTransform(16)),
+    ("bucket 16 of id: every id read", 1, BucketTransform(16)),
 ]
 
 
