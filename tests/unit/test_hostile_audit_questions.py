@@ -98,6 +98,17 @@ def _fifo(tmp_path: Path) -> str:
     return str(fifo)
 
 
+def _changed_policies(tmp_path: Path) -> Path:
+    """The demo policy with one grant more: analysts may drop tables."""
+    changed = tmp_path / "changed"
+    changed.mkdir()
+    shutil.copy(POLICIES / "model.conf", changed / "model.conf")
+    rules = (POLICIES / "policy.csv").read_text(encoding="utf-8")
+    (changed / "policy.csv").write_text(rules + "p, analyst, icegov.*, DROP_TABLE, allow\n",
+                                        encoding="utf-8")
+    return changed
+
+
 @pytest.mark.parametrize("command", [
     ["audit", "query", "{f}"],
     ["audit", "verify", "{f}"],
@@ -110,12 +121,7 @@ def test_a_fifo_named_as_an_audit_file_is_refused_not_waited_on(tmp_path: Path,
                                                               command: list[str]) -> None:
     """Opening a FIFO for reading waits for a writer: the commands hung forever."""
     fifo = _fifo(tmp_path)
-    changed = tmp_path / "changed"
-    changed.mkdir()
-    shutil.copy(POLICIES / "model.conf", changed / "model.conf")
-    rules = (POLICIES / "policy.csv").read_text(encoding="utf-8")
-    (changed / "policy.csv").write_text(rules + "p, analyst, icegov.*, DROP_TABLE, allow\n",
-                                        encoding="utf-8")
+    changed = _changed_policies(tmp_path)
     args = [a.format(f=fifo, out=tmp_path / "out", changed=changed) for a in command]
     done: list[Result] = []
     thread = threading.Thread(target=lambda: done.append(icegov(*args)), daemon=True)
@@ -153,12 +159,7 @@ def test_diff_audit_skips_a_line_nested_deeper_than_python_parses(tmp_path: Path
                                                                  where: str) -> None:
     """Was a RecursionError traceback: the flipping caller's line holds a deep nest, in the
     rules it decodes or in the rest it decodes only once a decision flips."""
-    changed = tmp_path / "changed"
-    changed.mkdir()
-    shutil.copy(POLICIES / "model.conf", changed / "model.conf")
-    rules = (POLICIES / "policy.csv").read_text(encoding="utf-8")
-    (changed / "policy.csv").write_text(rules + "p, analyst, icegov.*, DROP_TABLE, allow\n",
-                                        encoding="utf-8")
+    changed = _changed_policies(tmp_path)
     logged = {"action": "DROP_TABLE", "allowed": False, "resource": "icegov.demo.orders",
               "rule": None}
     record = {**RECORD, "decision": "deny", "principal": "analyst", "roles": ["analyst"],
