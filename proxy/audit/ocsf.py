@@ -80,6 +80,10 @@ def _check(record: object) -> None:
         raise NotARecord(f"status {status!r:.40} is not a number")
     if latency is not None and not (type(latency) in (int, float) and math.isfinite(latency)):
         raise NotARecord(f"latency_ms {latency!r:.40} is not a finite number")
+    roles = record.get("roles")
+    if roles is not None and not (isinstance(roles, list)
+                                  and all(isinstance(role, str) for role in roles)):
+        raise NotARecord(f"roles {roles!r:.40} is not a list of role names")
 
 
 def _base(record: dict[str, Any], class_uid: int) -> dict[str, Any]:
@@ -159,7 +163,7 @@ def _actor(record: dict[str, Any]) -> dict[str, Any]:
     if isinstance(principal, str) and principal:
         roles = record.get("roles") or []
         actor["user"] = {"name": principal, "uid": principal,
-                         "groups": [{"name": str(role)} for role in roles]}
+                         "groups": [{"name": role} for role in roles]}
     return actor
 
 

@@ -215,9 +215,10 @@ def _caller_and_rules(text: str) -> tuple[str, tuple[str, ...], list[Any]] | Non
             return None
         found.append(_DECODER.raw_decode(text, at + len(key))[0])
     name, roles, rules = found
-    if not isinstance(name, str) or not isinstance(roles, list) or not isinstance(rules, list):
-        return None
-    return name, tuple(str(r) for r in roles), rules
+    if not isinstance(name, str) or not isinstance(roles, list) or not isinstance(rules, list) \
+            or not all(isinstance(role, str) for role in roles):
+        return None  # no record icegov writes: its roles are a list of names
+    return name, tuple(roles), rules
 
 
 def _allows(rule: Rule | None) -> bool:

@@ -256,3 +256,26 @@ def test_two_rotated_files_with_swapped_contents_are_named_replaced(tmp_path: Pa
     assert "is missing" not in result.output
     assert (f"modified: {first.name}, covered by digest" in result.output
             and "starts at seq 7, not seq 1: replaced by another file" in result.output)
+
+
+@pytest.mark.parametrize("roles", [[1, None], "analyst", {"analyst": 1}])
+def test_export_refuses_roles_that_are_not_names(tmp_path: Path, roles: object) -> None:
+    """Roles "analyst" became one OCSF group per character."""
+    record = {**RECORD, "seq": 1, "principal": "alice", "roles": roles}
+    path = written(tmp_path, compact(record).encode() + b"\n")
+    result = icegov("audit", "export-ocsf", str(path), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 2, result.output
+    assert f"{path}:1: not an audit record: roles" in result.output
+
+
+def test_diff_audit_passes_over_roles_that_are_not_names(tmp_path: Path) -> None:
+    """A caller whose roles are no list of names is no caller icegov logged: not a flip."""
+    logged = {"action": "DROP_TABLE", "allowed": False, "resource": "icegov.demo.orders",
+              "rule": None}
+    odd = {**RECORD, "decision": "deny", "principal": "analyst", "roles": ["analyst", 7],
+           "rules": [logged]}
+    path = written(tmp_path, compact(odd).encode() + b"\n")
+    result = icegov("policy", "diff", str(POLICIES), str(_changed_policies(tmp_path)),
+                    "--audit", str(path))
+    assert result.exit_code == 0, result.output
+    assert "logged decisions that flip: 0" in result.output
