@@ -15,8 +15,8 @@ INT96 timestamps are read as microseconds, as Java reads them (pyarrow's default
 wrap past 2262), and a value beyond the int64 microseconds is refused (pyarrow would wrap it
 silently). A source column the file does not hold is the declared value in every row for an
 identity field (readers fill it from the partition, as the spec's column projection says),
-null for any other. Files of unpartitioned specs and delete files are not read (a delete file's partition
-only narrows where it applies).
+null for any other. Files of unpartitioned specs and delete files are not read (a delete file's
+partition only narrows where it applies).
 """
 
 from __future__ import annotations
