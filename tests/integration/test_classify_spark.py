@@ -178,3 +178,19 @@ def test_rollback_and_expire(spark: Any, sql: Any) -> None:
     expire = sql(f"CALL {CAT}.system.expire_snapshots(table => '{ref}', "
                  "older_than => TIMESTAMP '2999-01-01 00:00:00', retain_last => 1)")
     assert one(expire).actions == {Action.MANAGE_SNAPSHOTS}
+
+
+def test_insert_into_every_partition_transform(sql: Any) -> None:
+    """Spark's files under days, bucket, truncate and identity fields hold the rows their
+    partitions declare: the partition proof reads them and the INSERT lands as one."""
+    name = f"{CAT}.db.t{next(_ids)}"
+    sql(f"""CREATE TABLE {name} (id BIGINT, s STRING, region STRING, ts TIMESTAMP) USING iceberg
+            PARTITIONED BY (days(ts), bucket(16, id), truncate(2, s), region)
+            TBLPROPERTIES ('format-version'='2')""")
+    intent = one(sql(f"""INSERT INTO {name} VALUES
+        (1, 'abc', 'eu', TIMESTAMP '2026-11-28 06:00:00'),
+        (2, 'abd', 'eu', TIMESTAMP '2026-11-28 07:00:00'),
+        (3, 'xyz', 'us', TIMESTAMP '2999-12-31 23:59:59'),
+        (4, NULL, NULL, NULL), (-5, 'é€', 'ap', TIMESTAMP '1960-01-01 00:00:00')"""))
+    assert intent.actions == {INSERT}
+    assert intent.evidence.counts.added_records == 5
