@@ -277,15 +277,15 @@ def _parquet(stream: object, size: int, reading: _Reading, data_file: DataFile) 
         stats = with_float_spans(parquet, footer_stats(metadata), budget.charge)
         schema = _as_iceberg_reads(parquet)
         return Footer(int(metadata.num_rows), schema, stats,
-                      _partition(parquet, schema, data_file, reading, stream))
+                      _partition(schema, data_file, reading, stream))
     except (UnverifiableCommit, CommitTooLarge):
         raise
     except Exception as exc:  # not Parquet, truncated, corrupt footer: all refused alike
         raise not_parquet from exc
 
 
-def _partition(parquet: pq.ParquetFile, schema: pa.Schema, data_file: DataFile,
-               reading: _Reading, stream: Any) -> str | None:
+def _partition(schema: pa.Schema, data_file: DataFile, reading: _Reading,
+               stream: Any) -> str | None:
     """What is wrong with a data file's declared partition values (None for delete files and
     files of unpartitioned specs; 400 for a spec the table does not have)."""
     if data_file.content != DataFileContent.DATA:
@@ -298,9 +298,12 @@ def _partition(parquet: pq.ParquetFile, schema: pa.Schema, data_file: DataFile,
     if spec.is_unpartitioned():
         return None
     converted = file_schema(data_file, schema, reading.rules)
-    in_millis = lambda: pq.ParquetFile(stream, coerce_int96_timestamp_unit="ms")  # noqa: E731
-    return partition_problem(parquet, data_file, spec, converted,
-                             reading.partition_budget.charge, in_millis)
+
+    def open_file(**options: Any) -> pq.ParquetFile:
+        return pq.ParquetFile(stream, **options)
+
+    return partition_problem(open_file, data_file, spec, converted,
+                             reading.partition_budget.charge)
 
 
 def _spec_id(data_file: DataFile) -> int | None:

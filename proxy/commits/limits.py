@@ -48,9 +48,9 @@ class CommitLimits(BaseModel):
                     "(400 beyond).")
     partition_bytes_budget: int = Field(
         default=1024 * 1024 * 1024, ge=0,
-        description="Compressed bytes of partition source columns read to prove added data "
-                    "files' partition values where their footers cannot (bucket transforms, "
-                    "missing statistics), over one commit (400 beyond).")
+        description="Bytes of partition source columns held decoded (string and binary "
+                    "columns as dictionaries of their distinct values) to prove added data "
+                    "files' partition values, over one commit (400 beyond).")
     footer_seconds: float = Field(
         default=60.0, gt=0,
         description="Time checking one commit's added files may take, their footers read in "
