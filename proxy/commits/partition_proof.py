@@ -79,20 +79,24 @@ def _field_problem(open_file: Opener, field: PartitionField, value: Any, path: s
                                        field.name))
     arrow_type = schema_to_pyarrow(leaf).field(0).type
     seen: set[int] = set()
-    for values in _batches(open_file, path, "us"):
+    parquet = _opened(open_file, path, "us")
+    for values in _batches(parquet, path):
         charge(_decoded_bytes(values, seen))
         rows = pa.table({"v": pc.cast(_distinct(values), arrow_type, safe=False)})
         problem = rows_problem(one, leaf, (value,), rows)
         if problem is not None:
             return f"does not hold the rows its partition declares: {problem}"
-    if _is_int96(open_file, path) and not _same_instants(open_file, path):
+    if _is_int96(parquet, path) and not _same_instants(open_file, path):
         return "holds INT96 timestamps beyond what microseconds count (readers disagree on them)"
     return None
 
 
-def _batches(open_file: Opener, path: str, int96_unit: str) -> Iterator[pa.Array]:
+def _opened(open_file: Opener, path: str, int96_unit: str) -> pq.ParquetFile:
+    return open_file(read_dictionary=[path], coerce_int96_timestamp_unit=int96_unit)
+
+
+def _batches(parquet: pq.ParquetFile, path: str) -> Iterator[pa.Array]:
     """The leaf column at ``path``, batch by batch (a null parent struct makes it null)."""
-    parquet = open_file(read_dictionary=[path], coerce_int96_timestamp_unit=int96_unit)
     for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=[path]):
         array = batch.column(0)
         for name in path.split(".")[1:]:
@@ -119,8 +123,8 @@ def _distinct(values: pa.Array) -> pa.Array:
     return values
 
 
-def _is_int96(open_file: Opener, path: str) -> bool:
-    schema = open_file().schema
+def _is_int96(parquet: pq.ParquetFile, path: str) -> bool:
+    schema = parquet.schema
     return any(schema.column(i).path == path and schema.column(i).physical_type == "INT96"
                for i in range(len(schema)))
 
@@ -128,8 +132,8 @@ def _is_int96(open_file: Opener, path: str) -> bool:
 def _same_instants(open_file: Opener, path: str) -> bool:
     """Every INT96 value read as microseconds is, to the millisecond, the one read as
     milliseconds: pyarrow wraps a value beyond the int64 microseconds silently."""
-    for us, ms in zip(_batches(open_file, path, "us"), _batches(open_file, path, "ms"),
-                      strict=True):
+    for us, ms in zip(_batches(_opened(open_file, path, "us"), path),
+                      _batches(_opened(open_file, path, "ms"), path), strict=True):
         try:
             scaled = pc.multiply_checked(ms.view(pa.int64()), 1000)
             apart = pc.abs_checked(pc.subtract_checked(us.view(pa.int64()), scaled))
