@@ -2,7 +2,9 @@
 
 A key shorter than its MAC's digest is refused, and so is any key that was ever published:
 values from this repository's deployment examples, which anyone can read and sign with. Also
-the one spelling of the sealed tokens those keys sign (``b64url``/``unb64url``).
+the one form of the sealed tokens those keys sign: ``<version>.<b64url body>.<b64url mac>``,
+the MAC an HMAC-SHA256 over a domain (one per kind of token) and the body (``seal_token`` /
+``opened_token``), with one spelling per token (``b64url``/``unb64url``).
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import hashlib
+import hmac
 import secrets
 
 from pydantic import SecretStr
@@ -58,3 +62,28 @@ def unb64url(text: str) -> bytes | None:
     except (UnicodeEncodeError, binascii.Error, ValueError):
         return None
     return data if b64url(data) == text else None
+
+
+def seal_token(version: str, domain: bytes, body: bytes, key: bytes) -> str:
+    """``body`` sealed under ``key`` for ``domain``: ``<version>.<body>.<mac>``."""
+    return f"{version}.{b64url(body)}.{b64url(_token_mac(domain, body, key))}"
+
+
+def opened_token(token: object, version: str, domain: bytes, key: bytes,
+                 max_chars: int) -> bytes | None:
+    """The body ``token`` seals, when ``seal_token`` made it with these ``version``, ``domain``
+    and ``key`` (None for anything else: too long, malformed, another version, forged)."""
+    if not isinstance(token, str) or len(token) > max_chars:
+        return None
+    parts = token.split(".")
+    if len(parts) != 3 or parts[0] != version:
+        return None
+    body, mac = unb64url(parts[1]), unb64url(parts[2])
+    if body is None or mac is None \
+            or not hmac.compare_digest(mac, _token_mac(domain, body, key)):
+        return None
+    return body
+
+
+def _token_mac(domain: bytes, body: bytes, key: bytes) -> bytes:
+    return hmac.new(key, domain + body, hashlib.sha256).digest()

@@ -19,8 +19,6 @@ checks that the claims match the caller and the URL.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import math
 import zlib
@@ -29,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from proxy.errors import BadRequest, NoSuchPlanId, NoSuchPlanTask
-from proxy.keys import b64url, unb64url
+from proxy.keys import opened_token, seal_token
 
 MAX_TOKEN_CHARS = 2 * 1024 * 1024
 MAX_CLAIMS_BYTES = 1024 * 1024
@@ -78,9 +76,7 @@ def seal(claims: TaskClaims, key: bytes) -> str:
     if len(text) > MAX_CLAIMS_BYTES:
         raise BadRequest(f"this scan is too large to plan on the server: its filter, select "
                          f"and manifests must stay under {MAX_CLAIMS_BYTES} bytes")
-    body = zlib.compress(text.encode(), 6)
-    mac = _mac(key, body)
-    return f"{_VERSION}.{b64url(body)}.{b64url(mac)}"
+    return seal_token(_VERSION, _DOMAIN, zlib.compress(text.encode(), 6), key)
 
 
 def unseal(token: str, key: bytes, now: float, *, kind: Kind = "task") -> TaskClaims:
@@ -90,13 +86,8 @@ def unseal(token: str, key: bytes, now: float, *, kind: Kind = "task") -> TaskCl
     ``NoSuchPlanId`` when expired. Never anything else, whatever ``token`` holds.
     """
     invalid = BadRequest(f"invalid plan {'task' if kind == 'task' else 'id'}")
-    if not isinstance(token, str) or len(token) > MAX_TOKEN_CHARS:
-        raise invalid
-    parts = token.split(".")
-    if len(parts) != 3 or parts[0] != _VERSION:
-        raise invalid
-    body, mac = unb64url(parts[1]), unb64url(parts[2])
-    if body is None or mac is None or not hmac.compare_digest(mac, _mac(key, body)):
+    body = opened_token(token, _VERSION, _DOMAIN, key, MAX_TOKEN_CHARS)
+    if body is None:
         raise invalid
     claims = _claims(_inflate(body), invalid)
     if claims.kind != kind:
@@ -106,10 +97,6 @@ def unseal(token: str, key: bytes, now: float, *, kind: Kind = "task") -> TaskCl
             raise NoSuchPlanTask("this plan task has expired; plan the scan again")
         raise NoSuchPlanId("this plan has expired; plan the scan again")
     return claims
-
-
-def _mac(key: bytes, body: bytes) -> bytes:
-    return hmac.new(key, _DOMAIN + body, hashlib.sha256).digest()
 
 
 

@@ -15,15 +15,13 @@ named.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from proxy.errors import Forbidden
-from proxy.keys import b64url, unb64url
+from proxy.keys import opened_token, seal_token
 
 MAX_GRANT_CHARS = 16 * 1024
 _VERSION = "g1"
@@ -65,20 +63,15 @@ def seal_grant(grant: Grant, key: bytes) -> str:
     values = [list(v) if isinstance(v, tuple) else v
               for v in (getattr(grant, name) for name in _FIELDS)]
     body = json.dumps(values, separators=(",", ":")).encode()
-    return f"{_VERSION}.{b64url(body)}.{b64url(_mac(key, body))}"
+    return seal_token(_VERSION, _DOMAIN, body, key)
 
 
 def unseal_grant(token: str, key: bytes, now: float) -> Grant:
     """The grant ``token`` stands for, issued with ``key`` and not expired at ``now``; 403
     otherwise, whatever ``token`` holds."""
     invalid = Forbidden("invalid signing grant: load the table again")
-    if len(token) > MAX_GRANT_CHARS:
-        raise invalid
-    parts = token.split(".")
-    if len(parts) != 3 or parts[0] != _VERSION:
-        raise invalid
-    body, mac = unb64url(parts[1]), unb64url(parts[2])
-    if body is None or mac is None or not hmac.compare_digest(mac, _mac(key, body)):
+    body = opened_token(token, _VERSION, _DOMAIN, key, MAX_GRANT_CHARS)
+    if body is None:
         raise invalid
     grant = _grant(body)
     if grant is None:
@@ -106,9 +99,5 @@ def _grant(body: bytes) -> Grant | None:
             and not isinstance(raw["expires_at"], bool) and math.isfinite(raw["expires_at"])):
         return None
     return Grant(**{**raw, "roles": tuple(raw["roles"]), "roots": tuple(raw["roots"])})
-
-
-def _mac(key: bytes, body: bytes) -> bytes:
-    return hmac.new(key, _DOMAIN + body, hashlib.sha256).digest()
 
 
