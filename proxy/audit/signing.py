@@ -40,26 +40,35 @@ def generate(private_path: Path, public_path: Path) -> str:
 
 def load_private(path: Path) -> Ed25519PrivateKey:
     """The Ed25519 private key in ``path``; ``BadKey`` (or OSError) when it is not one."""
-    try:
-        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
-    except (ValueError, TypeError) as exc:
-        raise BadKey(f"{path}: not an unencrypted private key in PEM") from exc
-    if not isinstance(key, Ed25519PrivateKey):
-        raise BadKey(f"{path}: not an Ed25519 key")
-    return key
+    return _private(_pem(path), path)
 
 
 def load_public(path: Path) -> Ed25519PublicKey:
     """The Ed25519 public key in ``path`` (a private key file gives its public half)."""
-    with read_only(path) as handle:
-        data = handle.read()
+    data = _pem(path)
     if b"PRIVATE KEY" in data:
-        return load_private(path).public_key()
+        return _private(data, path).public_key()
     try:
         key = serialization.load_pem_public_key(data)
     except (ValueError, TypeError) as exc:
         raise BadKey(f"{path}: not a public key in PEM") from exc
     if not isinstance(key, Ed25519PublicKey):
+        raise BadKey(f"{path}: not an Ed25519 key")
+    return key
+
+
+def _pem(path: Path) -> bytes:
+    """The key file's bytes, read once (a FIFO or device is refused, never waited on)."""
+    with read_only(path) as handle:
+        return handle.read()
+
+
+def _private(data: bytes, path: Path) -> Ed25519PrivateKey:
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError) as exc:
+        raise BadKey(f"{path}: not an unencrypted private key in PEM") from exc
+    if not isinstance(key, Ed25519PrivateKey):
         raise BadKey(f"{path}: not an Ed25519 key")
     return key
 
