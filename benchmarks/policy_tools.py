@@ -91,10 +91,7 @@ def write_audit(path: Path, count: int, shape: Shape, who: dict[str, tuple[str, 
     actions = ("SELECT", "DESCRIBE", "INSERT", "DELETE", "LIST")
     prev = "0" * 64
     with path.open("w") as handle:
-        loaded = policy_record(PolicyChange(1, None, digest, (policy.files.model_path,
-                                                               policy.files.policy_path),
-                                            (policy.files.model_text,
-                                             policy.files.policy_text))).to_event()
+        loaded = policy_record(PolicyChange(1, None, policy.files)).to_event()
         handle.write(json.dumps({**loaded, "event": "audit", "schema": "icegov.audit/2",
                                  "seq": 0, "prev": prev}, sort_keys=True,
                                 separators=(",", ":")) + "\n")

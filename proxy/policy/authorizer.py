@@ -186,9 +186,7 @@ class PolicyAuthorizer:
 
     def _tell(self, before: str | None) -> None:
         files = self._generation.policy.files
-        change = PolicyChange(self._status.generation, before, files.digest,
-                              (self._settings.model_path, self._settings.policy_path),
-                              (files.model_text, files.policy_text))
+        change = PolicyChange(self._status.generation, before, files)
         for listener in self._listeners:
             try:
                 listener(change)

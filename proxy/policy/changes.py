@@ -22,17 +22,25 @@ from pathlib import Path
 from typing import Any
 
 from proxy.audit import AuditLog, AuditRecord
+from proxy.policy.loader import PolicyFiles
 
 
 @dataclass(frozen=True)
 class PolicyChange:
-    """A policy now in force: its generation, the digest before (None at start-up) and after."""
+    """A policy now in force: its generation, the digest before (None at start-up), and the
+    files as loaded (their paths, text and digest: the digest after)."""
 
     generation: int
     before: str | None
-    after: str
-    files: tuple[Path, ...]  # model.conf, policy.csv
-    texts: tuple[str, str] = ("", "")  # model.conf and policy.csv as loaded (digest ``after``)
+    loaded: PolicyFiles
+
+    @property
+    def after(self) -> str:
+        return self.loaded.digest
+
+    @property
+    def files(self) -> tuple[Path, Path]:
+        return self.loaded.model_path, self.loaded.policy_path
 
 
 PolicyListener = Callable[[PolicyChange], None]
@@ -44,7 +52,8 @@ def policy_record(change: PolicyChange) -> AuditRecord:
     evidence: dict[str, Any] = {"policy": {
         "generation": change.generation, "digest_before": change.before,
         "digest_after": change.after, "files": [file_facts(p) for p in change.files],
-        "loaded": {"model_conf": change.texts[0], "policy_csv": change.texts[1]}}}
+        "loaded": {"model_conf": change.loaded.model_text,
+                   "policy_csv": change.loaded.policy_text}}}
     return AuditRecord(request_id=f"policy-{change.generation}", method="INTERNAL",
                        path=str(change.files[-1]), endpoint=endpoint, decision="allow",
                        evidence=[evidence], status=200)
