@@ -80,14 +80,17 @@ def _field_problem(open_file: Opener, field: PartitionField, value: Any, path: s
     arrow_type = schema_to_pyarrow(leaf).field(0).type
     seen: set[int] = set()
     parquet = _opened(open_file, path, "us")
+    in_millis = _batches(_opened(open_file, path, "ms"), path) \
+        if _is_int96(parquet, path) else None
     for values in _batches(parquet, path):
+        if in_millis is not None and not _same_instants(values, next(in_millis)):
+            return ("holds INT96 timestamps beyond what microseconds count (readers disagree "
+                    "on them)")
         charge(_decoded_bytes(values, seen))
         rows = pa.table({"v": pc.cast(_distinct(values), arrow_type, safe=False)})
         problem = rows_problem(one, leaf, (value,), rows)
         if problem is not None:
             return f"does not hold the rows its partition declares: {problem}"
-    if _is_int96(parquet, path) and not _same_instants(open_file, path):
-        return "holds INT96 timestamps beyond what microseconds count (readers disagree on them)"
     return None
 
 
@@ -129,19 +132,15 @@ def _is_int96(parquet: pq.ParquetFile, path: str) -> bool:
                for i in range(len(schema)))
 
 
-def _same_instants(open_file: Opener, path: str) -> bool:
+def _same_instants(micros: pa.Array, millis: pa.Array) -> bool:
     """Every INT96 value read as microseconds is, to the millisecond, the one read as
     milliseconds: pyarrow wraps a value beyond the int64 microseconds silently."""
-    for us, ms in zip(_batches(_opened(open_file, path, "us"), path),
-                      _batches(_opened(open_file, path, "ms"), path), strict=True):
-        try:
-            scaled = pc.multiply_checked(ms.view(pa.int64()), 1000)
-            apart = pc.abs_checked(pc.subtract_checked(us.view(pa.int64()), scaled))
-        except pa.ArrowInvalid:  # beyond the int64 microseconds
-            return False
-        if (pc.max(apart).as_py() or 0) >= 1000:
-            return False
-    return True
+    try:
+        scaled = pc.multiply_checked(millis.view(pa.int64()), 1000)
+        apart = pc.abs_checked(pc.subtract_checked(micros.view(pa.int64()), scaled))
+    except pa.ArrowInvalid:  # beyond the int64 microseconds
+        return False
+    return bool((pc.max(apart).as_py() or 0) < 1000)
 
 
 def _name(converted: Schema, field_id: int) -> str | None:
