@@ -24,7 +24,7 @@ import pyarrow as pa
 from pyiceberg.exceptions import ResolveError
 from pyiceberg.io.pyarrow import pyarrow_to_schema
 from pyiceberg.manifest import DataFile, DataFileContent
-from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
 from pyiceberg.schema import Schema, index_by_id, promote
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.name_mapping import NameMapping, parse_mapping_from_json
@@ -98,6 +98,8 @@ class FileRules:
             elif action == "upgrade-format-version" and type(update.get("format-version")) \
                     is int:
                 version = max(version, update["format-version"])
+        if not specs:  # a create naming no spec: catalogs give it the unpartitioned one
+            specs[UNPARTITIONED_PARTITION_SPEC.spec_id] = UNPARTITIONED_PARTITION_SPEC
         return cls(_columns(schemas), _mapping(properties.get(_NAME_MAPPING)), version, specs,
                    added)
 

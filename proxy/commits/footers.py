@@ -291,8 +291,6 @@ def _partition(schema: pa.Schema, data_file: DataFile, reading: _Reading,
     if data_file.content != DataFileContent.DATA:
         return None
     spec = reading.rules.spec_of(_spec_id(data_file))
-    if spec is None and all(s.is_unpartitioned() for s in reading.rules.specs.values()):
-        return None  # a file built in process, of a table never partitioned
     if spec is None:
         return f"names partition spec {_spec_id(data_file)}, which the table does not have"
     if spec.is_unpartitioned():

@@ -78,6 +78,13 @@ def measured(rt: RowTable, name: str, rows: pa.Table) -> DataFile:
     return parquet_file_to_data_file(rt.table.io, rt.table.metadata, written.file_path)
 
 
+def in_spec(data_file: DataFile, spec_id: int = 0) -> DataFile:
+    """``data_file`` under a spec of the table, as reading its manifest sets it (files handed
+    to ``check_added_files`` directly, not through a commit's manifests)."""
+    data_file.spec_id = spec_id
+    return data_file
+
+
 def long_bound(value: int) -> bytes:
     return to_bytes(LongType(), value)
 
@@ -418,15 +425,15 @@ def test_object_store_footers_are_read_in_parallel_and_checked_alike(rt: RowTabl
             path = f"{store.bucket_uri}/t/data/f{i}.parquet"
             with io.new_output(path).create() as out:
                 pq.write_table(ROWS.cast(arrow), out)
-            files.append(parquet_file_to_data_file(io, rt.table.metadata, path))
+            files.append(in_spec(parquet_file_to_data_file(io, rt.table.metadata, path)))
         assert footers_module._pool_size(files) == footers_module.FOOTER_THREADS
         rules = FileRules.of(rt.table.metadata)
         footers_module.check_added_files(files, rules, io, table_uuid="t",
                                          limits=CommitLimits())
-        files[7] = DataFile.from_args(
+        files[7] = in_spec(DataFile.from_args(
             content=DataFileContent.DATA, file_path=files[7].file_path,
             file_format=FileFormat.PARQUET, partition=Record(), record_count=2,
-            file_size_in_bytes=files[7].file_size_in_bytes)
+            file_size_in_bytes=files[7].file_size_in_bytes))
         with pytest.raises(UnverifiableCommit, match=r"f7.parquet' holds 3 rows, not the"):
             footers_module.check_added_files(files, rules, io, table_uuid="t",
                                              limits=CommitLimits())
@@ -442,7 +449,7 @@ def test_row_lineage_columns_are_kept_by_updates_but_not_claimed_by_inserts(rt: 
     def lineage_file(name: str, row_ids: list[int | None]) -> DataFile:
         rows = ROWS.cast(schema_to_pyarrow(rt.table.schema())).append_column(
             _field("_row_id", pa.int64(), 2147483540), pa.array(row_ids, pa.int64()))
-        return raw_file(rt, name, rows)
+        return in_spec(raw_file(rt, name, rows))
 
     v2 = FileRules.of(rt.table.metadata)
     v3 = replace(v2, format_version=3)
