@@ -105,7 +105,7 @@ def create_app(settings: Settings, backing: Backing | None = None,
     identity.authenticator.reserve(authorizer.is_role)  # an OIDC user is never a policy role
     backing = backing or connect_backing(settings)
     forwarder = _forwarder(settings, backing, metrics)
-    audit = AuditLog(settings.audit, policy_version=lambda: authorizer.status.digest)
+    audit = AuditLog(settings.audit)
     if settings.audit.policy_records:  # the policy's digest now and at each reload, audited
         authorizer.on_change(audited(audit))
     offers = BackingOffers(forwarder.fetch, settings.endpoints_refresh_seconds)

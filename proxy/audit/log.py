@@ -19,7 +19,7 @@ import fcntl
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -117,15 +117,12 @@ def is_mutating(method: str, endpoint: str) -> bool:
 class AuditLog:
     """Writes each audit record, sealed into the hash chain, to every sink."""
 
-    def __init__(self, settings: AuditSettings, sinks: list[Sink] | None = None,
-                 policy_version: Callable[[], str | None] | None = None) -> None:
-        """``policy_version`` (the policy files' digest in force) versions the OCSF events'
-        policy, when ``settings.ocsf_file`` asks for them."""
+    def __init__(self, settings: AuditSettings, sinks: list[Sink] | None = None) -> None:
         self.fail_closed = settings.fail_closed
         self.failures = 0
         self._healthy = True
         self._sinks: list[Sink] = (sinks if sinks is not None
-                                   else _sinks(settings, policy_version))
+                                   else _sinks(settings))
         files = [s for s in self._sinks if isinstance(s, AuditFile)]
         for ocsf in (s for s in self._sinks if isinstance(s, OcsfFile)):
             for file in files[:1]:
@@ -260,13 +257,12 @@ def _digest_timer(audit: AuditLog) -> DigestTimer | None:
     return DigestTimer(tick).start()
 
 
-def _sinks(settings: AuditSettings,
-           policy_version: Callable[[], str | None] | None) -> list[Sink]:
+def _sinks(settings: AuditSettings) -> list[Sink]:
     sinks: list[Sink] = []
     if settings.file is not None:
         sinks.append(AuditFile(settings.file, settings.rotate_bytes, settings.rotate_seconds))
     if settings.stdout:
         sinks.append(StreamSink(sys.stdout, shared_by=settings.stdout_lock))
     if settings.ocsf_file is not None:
-        sinks.append(OcsfFile(settings.ocsf_file, policy_version))
+        sinks.append(OcsfFile(settings.ocsf_file))
     return sinks

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 import structlog
@@ -26,12 +25,11 @@ log = structlog.get_logger("icegov")
 
 
 class OcsfFile:
-    """Appends each sealed line's OCSF event to ``path`` (one flushed line per record).
-    ``policy_version`` answers the digest of the policy files in force when it is written."""
+    """Appends each sealed line's OCSF event to ``path`` (one flushed line per record; each
+    record names the digest of the policy that decided it, the event's policy version)."""
 
-    def __init__(self, path: Path, policy_version: Callable[[], str | None] | None = None) -> None:
+    def __init__(self, path: Path) -> None:
         self._path = path
-        self._policy_version = policy_version or (lambda: None)
         self._fd: int | None = None
 
     @property
@@ -40,7 +38,7 @@ class OcsfFile:
 
     def write(self, line: str, seq: int) -> None:
         try:
-            event = to_ocsf(json.loads(line), self._policy_version())
+            event = to_ocsf(json.loads(line))
         except (NotARecord, ValueError) as exc:  # never for a line icegov sealed
             raise OSError(f"record {seq} has no OCSF form: {exc}") from exc
         data = (json.dumps(event, separators=(",", ":"), sort_keys=True) + "\n").encode()
