@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,10 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import BucketTransform, DayTransform, IdentityTransform, Transform
 from pyiceberg.typedef import Record
 from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from policy_tools import timed
 
 from proxy.commits import footers
 from proxy.commits.columns import FileRules
@@ -84,11 +88,11 @@ def one_case(folder: Path, name: str, source: int, transform: Transform[Any, Any
                                   table_uuid=str(table.metadata.table_uuid),
                                   limits=CommitLimits())
 
-    proved = best(check, repeat)
+    proved, _ = timed(check, repeat)
     real = footers.partition_problem
     footers.partition_problem = lambda *_: None  # type: ignore[assignment]
     try:
-        baseline = best(check, repeat)
+        baseline, _ = timed(check, repeat)
     finally:
         footers.partition_problem = real
     size = f"{count:,} rows, {len(table.io.new_input(path)) / 1e6:.1f} MB"
@@ -99,15 +103,6 @@ def _internal(value: Any) -> Any:
     if isinstance(value, dt.datetime):
         return int((value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)).total_seconds() * 1e6)
     return value
-
-
-def best(fn: Callable[[], None], repeat: int) -> float:
-    fastest = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        fastest = min(fastest, time.perf_counter() - start)
-    return fastest
 
 
 def main() -> None:
